@@ -1,0 +1,418 @@
+"""Router configuration: the one definition the file loader, the CLI and the engine all share.
+
+Keys are Qpid Dispatch's entity attribute names (camelCase) so an operator who knows
+qdrouterd.conf can read ours. Everything is strict: an unknown key is an error, because a
+misspelt ``linkCapasity`` that is silently ignored costs hours in production.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+AMQP_PORT = 5672
+
+Mode = Literal["standalone", "interior", "edge"]
+Role = Literal["normal", "inter-router", "edge", "route-container"]
+SaslMechanism = Literal["ANONYMOUS", "PLAIN"]
+StripAnnotations = Literal["in", "out", "both", "no"]
+Distribution = Literal["closest", "balanced", "multicast"]
+Undeliverable = Literal["drop", "hold", "redirect"]
+
+_SEPARATORS = re.compile(r"[./]")
+_HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for the operator on one line."""
+
+    @classmethod
+    def from_validation(cls, err: ValidationError, context: str = "") -> ConfigError:
+        """Flattens pydantic's multi-line report so a CLI can print it after its own name."""
+        message = "; ".join(_describe(detail) for detail in err.errors())
+        return cls(f"{context}{message}")
+
+
+def _describe(detail: ErrorDetails) -> str:
+    path = _path(detail["loc"])
+    if detail["type"] == "value_error":
+        # Our own validators already name the offending value in their message.
+        text = str(detail.get("ctx", {}).get("error", detail["msg"]))
+    elif detail["type"] == "extra_forbidden":
+        text = "unknown key"
+    elif detail["type"] == "missing":
+        text = "required"
+    else:
+        msg = detail["msg"]
+        text = f"{_short_repr(detail['input'])} is invalid: {msg[:1].lower()}{msg[1:]}"
+    return f"{path}: {text}" if path else text
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parse_port(value: object) -> int:
+    """Accepts "amqp" and numeric strings as well as integers, as Dispatch does."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == "amqp":
+            return AMQP_PORT
+        if text.isascii() and text.isdigit():
+            value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ValueError(f'{_short_repr(value)} is not a valid port (1..65535 or "amqp")')
+    return value
+
+
+def _parse_sasl(value: object) -> object:
+    """Accepts Dispatch's space-separated form ("ANONYMOUS PLAIN") beside a YAML list."""
+    if isinstance(value, str):
+        value = value.split()
+    if isinstance(value, list):
+        return [item.upper() if isinstance(item, str) else item for item in value]
+    return value
+
+
+def _parse_strip(value: object) -> object:
+    """YAML 1.1 reads a bare ``no`` as false; map booleans back to the words meant."""
+    if isinstance(value, bool):
+        return "both" if value else "no"
+    return value
+
+
+def _check_host(value: str) -> str:
+    """Strips IPv6 brackets so the engine gets a literal it can pass straight to bind()."""
+    host = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOSTNAME.fullmatch(host):
+            raise ValueError(
+                f"{value!r} is not a valid host (an IPv4/IPv6 literal or a host name)"
+            ) from None
+    return host
+
+
+def _tokens(value: str, kind: str) -> list[str]:
+    tokens = _SEPARATORS.split(value)
+    if "" in tokens or any(ch.isspace() for ch in value):
+        raise ValueError(
+            f"{value!r} is not a valid {kind}: tokens separated by '.' or '/' must be"
+            " non-empty and contain no spaces"
+        )
+    return tokens
+
+
+def _check_id(value: str) -> str:
+    if not value or any(ch.isspace() or ch == "/" for ch in value):
+        raise ValueError(f"{value!r} is not a valid router id (non-empty, no whitespace, no '/')")
+    return value
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+Port = Annotated[
+    int,
+    BeforeValidator(_parse_port),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": 65535},
+                {"type": "string", "pattern": r"^(\d+|amqp)$"},
+            ]
+        }
+    ),
+]
+
+SaslMechanisms = Annotated[
+    list[SaslMechanism],
+    BeforeValidator(_parse_sasl),
+    Field(min_length=1),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": {"enum": ["ANONYMOUS", "PLAIN"]}, "minItems": 1},
+                {"type": "string", "description": "space-separated mechanism names"},
+            ]
+        }
+    ),
+]
+
+
+class Listener(_Strict):
+    """An AMQP listening socket, Dispatch's ``listener`` entity."""
+
+    name: str = Field(
+        default="",
+        description='Management name; defaults to "listener/HOST:PORT".',
+    )
+    host: str = Field(default="0.0.0.0", description="IP literal or host name to bind.")
+    port: Port = Field(default=AMQP_PORT, description='1..65535, or "amqp" for 5672.')
+    role: Role = Field(default="normal", description="Who is expected to connect.")
+    linkCapacity: int = Field(default=250, gt=0, description="Credit granted per incoming link.")
+    saslMechanisms: SaslMechanisms = Field(
+        default_factory=lambda: ["ANONYMOUS"],
+        description="Mechanisms offered to clients.",
+    )
+    authenticatePeer: bool = Field(
+        default=False, description="Refuse clients that authenticate as ANONYMOUS."
+    )
+    idleTimeoutSeconds: int = Field(
+        default=16, ge=0, description="Idle timeout advertised in Open; 0 disables it."
+    )
+    maxFrameSize: int = Field(
+        default=16384, ge=512, le=2**32 - 1, description="Largest frame accepted, in bytes."
+    )
+    stripAnnotations: Annotated[StripAnnotations, BeforeValidator(_parse_strip)] = Field(
+        default="both",
+        description="Strip router message annotations on the way in, out, both or no.",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return _check_host(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"{value!r} is not a valid name (leave it out to get the default)")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults_and_consistency(self) -> Self:
+        if "name" not in self.model_fields_set:
+            self.name = f"listener/{self.address}"
+        if self.authenticatePeer and set(self.saslMechanisms) <= {"ANONYMOUS"}:
+            raise ValueError(
+                "authenticatePeer requires a mechanism other than ANONYMOUS in saslMechanisms"
+            )
+        return self
+
+    @property
+    def address(self) -> str:
+        """HOST:PORT with IPv6 hosts bracketed, for log lines and messages."""
+        return f"{_bracketed(self.host)}:{self.port}"
+
+
+class Address(_Strict):
+    """Routing semantics for a family of addresses, Dispatch's ``address`` entity."""
+
+    prefix: str | None = Field(
+        default=None,
+        description="Matches this address and any below it, whole tokens split by '.' or '/'.",
+    )
+    pattern: str | None = Field(
+        default=None,
+        description="Tokens split by '.' or '/'; '*' matches one token, '#' zero or more.",
+    )
+    distribution: Distribution = Field(default="balanced")
+    undeliverable: Undeliverable = Field(
+        default="drop",
+        description=(
+            "With no consumer: drop (pre-settled discarded and counted, unsettled released),"
+            " hold until one attaches, or redirect to fallbackAddress."
+        ),
+    )
+    holdTimeoutSeconds: float = Field(
+        default=30.0, gt=0, description="How long held messages wait (undeliverable: hold)."
+    )
+    fallbackAddress: str | None = Field(
+        default=None, description="Where messages go when undeliverable is redirect."
+    )
+    priority: int = Field(
+        default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps the message's."
+    )
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        if value is not None:
+            for token in _tokens(value, "prefix"):
+                if "*" in token or "#" in token:
+                    raise ValueError(f"{value!r} is not a valid prefix: use pattern for wildcards")
+        return value
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            for token in _tokens(value, "pattern"):
+                if token not in ("*", "#") and ("*" in token or "#" in token):
+                    raise ValueError(
+                        f"{value!r} is not a valid pattern: '*' and '#' must be whole tokens"
+                    )
+        return value
+
+    @field_validator("fallbackAddress")
+    @classmethod
+    def _fallback(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(ch.isspace() for ch in value)):
+            raise ValueError(f"{value!r} is not a valid address (non-empty, no whitespace)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistency(self) -> Self:
+        if (self.prefix is None) == (self.pattern is None):
+            raise ValueError("exactly one of prefix or pattern is required")
+        if self.undeliverable == "redirect" and self.fallbackAddress is None:
+            raise ValueError("fallbackAddress is required when undeliverable is redirect")
+        if self.undeliverable != "redirect" and self.fallbackAddress is not None:
+            raise ValueError(
+                f"fallbackAddress {self.fallbackAddress!r} is only allowed when undeliverable"
+                f" is redirect, not {self.undeliverable}"
+            )
+        return self
+
+    @property
+    def key(self) -> str:
+        """``prefix:X`` or ``pattern:X``: identifies the entry in messages and duplicate checks."""
+        return f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
+
+
+class RouterSettings(_Strict):
+    """Dispatch's ``router`` entity: who this router is and how it joins a network."""
+
+    id: str = Field(description="Unique router identity: non-empty, no whitespace, no '/'.")
+    mode: Mode = Field(default="standalone")
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return _check_id(value)
+
+
+class RouterConfig(_Strict):
+    """A whole router's configuration, as loaded from a file and overridden by flags."""
+
+    router: RouterSettings
+    listeners: list[Listener] = Field(default_factory=list)
+    addresses: list[Address] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> Self:
+        _reject_duplicates(
+            "listeners", [(lsn.address.lower(), lsn.address) for lsn in self.listeners]
+        )
+        _reject_duplicates(
+            "listeners", [(lsn.name, f"name {lsn.name!r}") for lsn in self.listeners]
+        )
+        _reject_duplicates("addresses", [(a.key, a.key) for a in self.addresses])
+        return self
+
+
+def _reject_duplicates(field: str, keys: list[tuple[str, str]]) -> None:
+    first: dict[str, int] = {}
+    for index, (key, shown) in enumerate(keys):
+        if key in first:
+            raise ValueError(f"{field}[{index}]: duplicate {shown} (also {field}[{first[key]}])")
+        first[key] = index
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Rejects repeated keys, which plain YAML resolves by silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                mark = key_node.start_mark
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parses without validating, so the CLI can apply flag overrides before validation."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text, object_pairs_hook=_unique_json_object)
+        else:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+    except ValueError as err:  # from _unique_json_object
+        raise ConfigError(f"{path}: invalid JSON: {err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {_yaml_reason(err)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping, not {type(data).__name__}")
+    return data
+
+
+def _yaml_reason(err: yaml.YAMLError) -> str:
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        return f"line {mark.line + 1} column {mark.column + 1}: {err.problem}"
+    return " ".join(str(err).split())
+
+
+def validate_config(data: dict[str, Any]) -> RouterConfig:
+    """Validates already-parsed data, reporting problems as a one-line ConfigError."""
+    try:
+        return RouterConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError.from_validation(err) from None
+
+
+def load_config(path: str | Path) -> RouterConfig:
+    """Reads and validates a config file (JSON if it ends in .json, YAML otherwise)."""
+    return validate_config(read_config_file(path))
+
+
+def config_schema() -> dict[str, Any]:
+    """JSON schema of the config file, for documentation and editor completion."""
+    return RouterConfig.model_json_schema()

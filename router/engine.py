@@ -1,0 +1,554 @@
+"""The router process: one thread, one epoll loop, Proton's C engine per connection.
+
+Each loop turn reads every ready socket into its transport, drains the Proton events that
+produced, lets the forwarder move messages between links, tops up credit once, and only then
+writes each touched connection's output. Batching per turn, not per event, is what keeps the cost
+per message in single-digit microseconds (see ../shared/reference/python-proton-performance.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import selectors
+import signal
+import socket
+import time
+from itertools import count
+from selectors import EVENT_READ, EVENT_WRITE
+from typing import Any
+
+from proton import Message as ProtonMessage
+from proton import symbol
+
+from router import __version__, inventory
+from router.addressing import AddressRule, AddressTable, parse
+from router.config import RouterConfig
+from router.connection import Connection, IOBuffers
+from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message
+from router.links import Forward, Link
+from router.log import get_logger
+from router.management import Agent
+from router.pn import data_put, ffi, get_condition, lib, set_condition, text
+from router.sections import EMPTY_ANNOTATIONS, MessageFormatError, get_to, read_annotations, scan
+from router.stats import RouterStats
+
+log = get_logger("router")
+
+HOUSEKEEPING_SECONDS = 0.1
+SHUTDOWN_GRACE_SECONDS = 3.0
+CLOSED_LINGER_SECONDS = 5.0
+
+
+def address_rules(config: RouterConfig) -> list[AddressRule]:
+    return [
+        AddressRule(
+            prefix=a.prefix,
+            pattern=a.pattern,
+            distribution=a.distribution,
+            undeliverable=a.undeliverable,
+            hold_timeout=a.holdTimeoutSeconds,
+            fallback=a.fallbackAddress,
+            priority=a.priority,
+        )
+        for a in config.addresses
+    ]
+
+
+class Router:
+    def __init__(self, config: RouterConfig) -> None:
+        self.config = config
+        self.id = config.router.id
+        self.started = time.time()
+        self.stats = RouterStats()
+        self.fwd = Forwarder(
+            self.id, AddressTable(address_rules(config)), self.stats, time.monotonic
+        )
+        self.agent = Agent(
+            self.id, inventory.entities(self), lambda: [f"amqp:/_topo/0/{self.id}/$management"]
+        )
+        self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
+        self.sel = selectors.DefaultSelector()
+        self.bufs = IOBuffers()
+        self.msgbuf = bytearray(64 * 1024)
+        self.msgbuf_c = ffi.from_buffer(self.msgbuf)
+        self.listeners: list[tuple[socket.socket, Any]] = []
+        self.conns: dict[int, Connection] = {}
+        self.links: dict[Any, Link] = {}
+        self.dirty: set[Connection] = set()
+        self.writing: set[Connection] = set()
+        self.conn_ids = count(1)
+        self.link_ids = count(1)
+        self.stopping = False
+        self.handlers = {
+            lib.PN_CONNECTION_REMOTE_OPEN: self.on_connection_open,
+            lib.PN_CONNECTION_REMOTE_CLOSE: self.on_connection_close,
+            lib.PN_SESSION_REMOTE_OPEN: self.on_session_open,
+            lib.PN_SESSION_REMOTE_CLOSE: self.on_session_close,
+            lib.PN_LINK_REMOTE_OPEN: self.on_link_open,
+            lib.PN_LINK_REMOTE_CLOSE: self.on_link_close,
+            lib.PN_LINK_REMOTE_DETACH: self.on_link_close,
+            lib.PN_LINK_FLOW: self.on_link_flow,
+            lib.PN_DELIVERY: self.on_delivery,
+            lib.PN_TRANSPORT_ERROR: self.on_transport_error,
+        }
+
+    # ----- lifecycle -----------------------------------------------------------------------
+
+    def open_listeners(self) -> None:
+        for cfg in self.config.listeners:
+            host = cfg.host
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.create_server((host, cfg.port), family=family, backlog=512)
+            sock.setblocking(False)
+            self.sel.register(sock, selectors.EVENT_READ, ("listener", cfg))
+            self.listeners.append((sock, cfg))
+            port = sock.getsockname()[1]
+            log.info("listener.started", host=host, port=port, role=cfg.role)
+
+    def run(self) -> int:
+        try:
+            self.open_listeners()
+        except OSError as e:
+            log.error("listener.failed", error=str(e))
+            return 1
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        self.sel.register(wake_r, selectors.EVENT_READ, ("wakeup", None))
+        old_fd = signal.set_wakeup_fd(wake_w.fileno())
+        previous = {s: signal.signal(s, self.request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        log.info("router.started", id=self.id, version=__version__)
+        try:
+            self.loop(lambda: not self.stopping)
+            self.shutdown()
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            for s, h in previous.items():
+                signal.signal(s, h)
+            for sock in (wake_r, wake_w):
+                sock.close()
+        log.info("router.stopped", id=self.id)
+        return 0
+
+    def request_stop(self, signum: int, _frame: Any) -> None:
+        log.info("router.stopping", signal=signal.Signals(signum).name)
+        self.stopping = True
+
+    def shutdown(self) -> None:
+        """Close cleanly: stop accepting, release every unsettled delivery, close connections."""
+        for sock, _cfg in self.listeners:
+            self.sel.unregister(sock)
+            sock.close()
+        self.listeners.clear()
+        fwd = self.fwd
+        for entry in list(fwd.holding):
+            while entry.held:
+                fwd.drop(entry.held.popleft().fwd)
+        fwd.holding.clear()
+        for link in list(self.links.values()):
+            if link.incoming:
+                for f in list(link.unsettled.values()):
+                    fwd.settle_incoming(f, RELEASED)
+        for conn in self.conns.values():
+            conn.closing = True
+            lib.pn_connection_close(conn.pn)
+            self.dirty.add(conn)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        self.loop(lambda: bool(self.conns) and time.monotonic() < deadline)
+        for conn in list(self.conns.values()):
+            self.teardown(conn)
+
+    # ----- the loop ------------------------------------------------------------------------
+
+    def loop(self, keep_going: Any) -> None:
+        select = self.sel.select
+        bufs = self.bufs
+        next_housekeeping = 0.0
+        while keep_going():
+            now = time.monotonic()
+            if now >= next_housekeeping:
+                self.housekeeping(now)
+                next_housekeeping = now + HOUSEKEEPING_SECONDS
+            timeout = 0 if self.dirty else max(0.0, next_housekeeping - now)
+            for key, mask in select(timeout):
+                kind = key.data
+                if isinstance(kind, Connection):
+                    if mask & selectors.EVENT_READ:
+                        kind.read(bufs)
+                    self.dirty.add(kind)
+                elif kind[0] == "listener":
+                    self.accept(key.fileobj, kind[1])
+                else:
+                    with contextlib.suppress(OSError):
+                        key.fileobj.recv(512)
+            self.work()
+
+    def work(self) -> None:
+        """Drain events until quiet, top up credit, then write every touched connection.
+
+        Writing can make Proton process input it held back, so the turn ends only when no
+        connection has events left.
+        """
+        fwd = self.fwd
+        bufs = self.bufs
+        while self.dirty or fwd.touched or fwd.credit_dirty:
+            touched: set[Connection] = set()
+            while self.dirty or fwd.touched or fwd.credit_dirty:
+                dirty = self.dirty
+                dirty |= fwd.touched
+                fwd.touched = set()
+                self.dirty = set()
+                for conn in dirty:
+                    if not conn.dead:
+                        self.process(conn)
+                touched |= dirty
+                if fwd.credit_dirty:
+                    links, fwd.credit_dirty = fwd.credit_dirty, set()
+                    for link in links:
+                        if not link.conn.dead:
+                            fwd.refresh_credit(link)
+            for conn in touched:
+                if conn.dead:
+                    continue
+                conn.write(bufs)
+                if conn.finished:
+                    self.teardown(conn)
+                    continue
+                if lib.pn_collector_peek(conn.collector):
+                    self.dirty.add(conn)
+                if conn.want_write:
+                    if conn not in self.writing:
+                        self.writing.add(conn)
+                        self.sel.modify(conn.sock, EVENT_READ | EVENT_WRITE, conn)
+                elif conn in self.writing:
+                    self.writing.discard(conn)
+                    self.sel.modify(conn.sock, EVENT_READ, conn)
+
+    def process(self, conn: Connection) -> None:
+        coll = conn.collector
+        peek = lib.pn_collector_peek
+        pop = lib.pn_collector_pop
+        etype = lib.pn_event_type
+        handlers = self.handlers
+        while True:
+            ev = peek(coll)
+            if not ev:
+                return
+            handler = handlers.get(etype(ev))
+            if handler is not None:
+                handler(conn, ev)
+                if conn.dead:
+                    return
+            pop(coll)
+
+    def housekeeping(self, now: float) -> None:
+        now_ms = int(now * 1000)
+        for conn in list(self.conns.values()):
+            if conn.next_tick == 0 or conn.next_tick <= now_ms:
+                conn.tick(now_ms)
+                self.dirty.add(conn)
+            if conn.head_closed and now - conn.opened_at > CLOSED_LINGER_SECONDS and conn.closing:
+                self.teardown(conn)
+        if self.fwd.holding:
+            self.fwd.expire_held(now)
+
+    def accept(self, lsock: socket.socket, cfg: Any) -> None:
+        while True:
+            try:
+                sock, _addr = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.warning("listener.accept_failed", error=str(e))
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(sock, cfg, next(self.conn_ids), self.id, time.monotonic())
+            self.conns[conn.fd] = conn
+            self.sel.register(sock, selectors.EVENT_READ, conn)
+            self.dirty.add(conn)
+            log.debug("connection.accepted", conn=conn.conn_id, peer=conn.host)
+
+    def teardown(self, conn: Connection) -> None:
+        """The transport is finished: resolve its links' deliveries, then free Proton's objects."""
+        if conn.dead:
+            return
+        links = list(conn.links)
+        for link in links:
+            self.links.pop(link.pn, None)
+            self.fwd.unregister(link)
+        for link in links:
+            self.fwd.resolve(link, conn_dead=True)
+        conn.links.clear()
+        self.sel.unregister(conn.sock)
+        self.conns.pop(conn.fd, None)
+        self.writing.discard(conn)
+        self.dirty.discard(conn)
+        self.fwd.touched.discard(conn)
+        conn.free()
+        log.info("connection.closed", conn=conn.conn_id, peer=conn.host)
+
+    # ----- Proton events -------------------------------------------------------------------
+
+    def on_connection_open(self, conn: Connection, ev: Any) -> None:
+        c = conn.pn
+        conn.remote_container = text(lib.pn_connection_remote_container(c))
+        if lib.pn_connection_state(c) & lib.PN_LOCAL_UNINIT:
+            data_put(lib.pn_connection_offered_capabilities(c), [symbol("ANONYMOUS-RELAY")])
+            data_put(
+                lib.pn_connection_properties(c),
+                {symbol("product"): "routernet", symbol("version"): __version__},
+            )
+            lib.pn_connection_open(c)
+        log.info(
+            "connection.opened",
+            conn=conn.conn_id,
+            peer=conn.host,
+            container=conn.remote_container,
+            role=conn.role,
+        )
+
+    def on_connection_close(self, conn: Connection, ev: Any) -> None:
+        c = conn.pn
+        cond = get_condition(lib.pn_connection_remote_condition(c))
+        if cond is not None:
+            log.info(
+                "connection.remote_error", conn=conn.conn_id, error=cond[0], description=cond[1]
+            )
+        for link in list(conn.links):
+            self.detach(link)
+        conn.closing = True
+        lib.pn_connection_close(c)
+
+    def on_session_open(self, conn: Connection, ev: Any) -> None:
+        s = lib.pn_event_session(ev)
+        if lib.pn_session_state(s) & lib.PN_LOCAL_UNINIT:
+            lib.pn_session_open(s)
+
+    def on_session_close(self, conn: Connection, ev: Any) -> None:
+        s = lib.pn_event_session(ev)
+        for link in list(conn.links):
+            if lib.pn_link_session(link.pn) == s:
+                self.detach(link)
+        lib.pn_session_close(s)
+        lib.pn_session_free(s)
+
+    def on_link_open(self, conn: Connection, ev: Any) -> None:
+        p = lib.pn_event_link(ev)
+        if not lib.pn_link_state(p) & lib.PN_LOCAL_UNINIT:
+            return
+        incoming = bool(lib.pn_link_is_receiver(p))
+        link = Link(p, conn, incoming, next(self.link_ids))
+        link.name = text(lib.pn_link_name(p)) or ""
+        self.links[p] = link
+        conn.links.add(link)
+        remote_source = lib.pn_link_remote_source(p)
+        remote_target = lib.pn_link_remote_target(p)
+        lib.pn_terminus_copy(lib.pn_link_source(p), remote_source)
+        lib.pn_terminus_copy(lib.pn_link_target(p), remote_target)
+        fwd = self.fwd
+        if incoming:
+            address = text(lib.pn_terminus_get_address(remote_target))
+            lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
+            lib.pn_link_open(p)
+            link.address = address
+            if address is None:
+                link.anonymous = True
+                fwd.credit_dirty.add(link)
+            else:
+                fwd.add_sender(link, fwd.entry(address))
+        else:
+            if lib.pn_terminus_is_dynamic(remote_source):
+                address = f"_topo/0/{self.id}/temp.{secrets.token_urlsafe(16)}"
+                local_source = lib.pn_link_source(p)
+                lib.pn_terminus_set_address(local_source, address.encode())
+                lib.pn_terminus_set_dynamic(local_source, True)
+            else:
+                address = text(lib.pn_terminus_get_address(remote_source))
+            lib.pn_link_set_snd_settle_mode(p, lib.pn_link_remote_snd_settle_mode(p))
+            lib.pn_link_open(p)
+            link.address = address
+            if address is None:
+                self.refuse(
+                    link, "amqp:invalid-field", "a receiver needs a source address or dynamic=true"
+                )
+                return
+            fwd.add_consumer(link, fwd.entry(address))
+        log.debug(
+            "link.attached",
+            conn=conn.conn_id,
+            link=link.identity,
+            name=link.name,
+            dir="in" if incoming else "out",
+            address=link.address,
+        )
+        fwd.touched.add(conn)
+
+    def refuse(self, link: Link, error: str, description: str) -> None:
+        set_condition(lib.pn_link_condition(link.pn), error, description)
+        log.info(
+            "link.refused",
+            conn=link.conn.conn_id,
+            name=link.name,
+            error=error,
+            description=description,
+        )
+        self.detach(link)
+
+    def on_link_close(self, conn: Connection, ev: Any) -> None:
+        link = self.links.get(lib.pn_event_link(ev))
+        if link is not None:
+            self.detach(link)
+
+    def detach(self, link: Link) -> None:
+        """Resolve the link's deliveries, answer the detach, and let Proton free the link."""
+        self.links.pop(link.pn, None)
+        link.conn.links.discard(link)
+        self.fwd.unregister(link)
+        self.fwd.resolve(link, conn_dead=False)
+        p = link.pn
+        if not lib.pn_link_state(p) & lib.PN_LOCAL_CLOSED:
+            lib.pn_link_close(p)
+        lib.pn_link_free(p)
+        self.fwd.touched.add(link.conn)
+        log.debug("link.detached", conn=link.conn.conn_id, link=link.identity)
+
+    def on_link_flow(self, conn: Connection, ev: Any) -> None:
+        link = self.links.get(lib.pn_event_link(ev))
+        if link is not None and not link.incoming:
+            self.fwd.pump(link)
+
+    def on_delivery(self, conn: Connection, ev: Any) -> None:
+        link = self.links.get(lib.pn_event_link(ev))
+        if link is None:
+            return
+        d = lib.pn_event_delivery(ev)
+        if link.incoming:
+            self.incoming(link, d)
+        else:
+            self.fwd.outgoing_update(link, d)
+
+    def on_transport_error(self, conn: Connection, ev: Any) -> None:
+        cond = get_condition(lib.pn_transport_condition(conn.transport))
+        conn.closing = True
+        if cond is None:
+            return
+        if lib.pn_transport_get_frames_input(conn.transport) == 0 and conn.eof:
+            # A TCP probe (health check, port scan) that never spoke AMQP: not worth a warning.
+            log.debug("connection.probe", conn=conn.conn_id, peer=conn.host)
+        elif not lib.pn_connection_state(conn.pn) & lib.PN_REMOTE_CLOSED:
+            log.warning("connection.error", conn=conn.conn_id, peer=conn.host, error=cond[0],
+                        description=cond[1])
+
+    # ----- the incoming data path ----------------------------------------------------------
+
+    def incoming(self, link: Link, d: Any) -> None:
+        p = link.pn
+        if lib.pn_link_current(p) != d:
+            # An earlier delivery of this link changed: the sender settled it on its own.
+            fwd = link.unsettled.get(d)
+            if fwd is not None and lib.pn_delivery_settled(d):
+                del link.unsettled[d]
+                fwd.in_d = None
+                lib.pn_delivery_settle(d)
+            return
+        if lib.pn_delivery_aborted(d):
+            link.partial = None
+            lib.pn_link_advance(p)
+            lib.pn_delivery_settle(d)
+            self.fwd.credit_dirty.add(link)
+            return
+        if not lib.pn_delivery_readable(d):
+            return
+        pending = lib.pn_delivery_pending(d)
+        if lib.pn_delivery_partial(d) or link.partial is not None:
+            # A large message arrives in frames: collect it so Proton's buffer stays small.
+            buf = link.partial
+            if buf is None:
+                buf = link.partial = bytearray()
+            start = len(buf)
+            buf.extend(bytes(pending))
+            got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
+            del buf[start + max(got, 0) :]
+            if lib.pn_delivery_partial(d):
+                return
+            link.partial = None
+            data: bytes | bytearray = buf
+        else:
+            if pending > len(self.msgbuf):
+                self.msgbuf = bytearray(pending)
+                self.msgbuf_c = ffi.from_buffer(self.msgbuf)
+            got = lib.pn_link_recv(p, self.msgbuf_c, pending)
+            data = ffi.unpack(self.msgbuf_c, got)
+        lib.pn_link_advance(p)
+        fwd = self.fwd
+        fwd.credit_dirty.add(link)
+        presettled = bool(lib.pn_delivery_settled(d))
+        stats = self.stats
+        try:
+            s = scan(data)
+            ann = read_annotations(data, s)
+            effective = EMPTY_ANNOTATIONS if link.conn.strip_in else ann
+            if link.anonymous:
+                to = effective.to or get_to(data, s)
+                if to is None:
+                    raise MessageFormatError("a message on an anonymous link needs a 'to' address")
+                entry = fwd.entry(to)
+            else:
+                entry = link.entry
+        except MessageFormatError as e:
+            self.refuse_message(link, d, presettled, str(e))
+            return
+        stats.deliveriesIngress += 1
+        assert entry is not None
+        entry.ingress += 1
+        if presettled:
+            lib.pn_delivery_settle(d)
+            stats.presettledDeliveries += 1
+            forward = None
+        else:
+            forward = Forward(d, link)
+            link.unsettled[d] = forward
+        fwd.route(Message(data, s, effective, ann.present), entry, forward, link)
+        if link.anonymous:
+            fwd.forget_if_idle(entry)
+
+    def refuse_message(self, link: Link, d: Any, presettled: bool, why: str) -> None:
+        """A malformed message is rejected (or dropped if pre-settled); the link stays up."""
+        log.warning("delivery.rejected", conn=link.conn.conn_id, link=link.identity, error=why)
+        if presettled:
+            self.stats.droppedPresettledDeliveries += 1
+        else:
+            set_condition(
+                lib.pn_disposition_condition(lib.pn_delivery_local(d)), "amqp:decode-error", why
+            )
+            lib.pn_delivery_update(d, REJECTED)
+            self.stats.rejectedDeliveries += 1
+        lib.pn_delivery_settle(d)
+        self.fwd.touched.add(link.conn)
+
+    def on_management(self, msg: Message, forward: Forward | None, origin: Link | None) -> None:
+        request = ProtonMessage()
+        try:
+            request.decode(bytes(msg.data))
+        except Exception as e:  # proton raises its own error types for undecodable input
+            if forward is not None:
+                forward.pending += 1
+                self.fwd.copy_done(forward, REJECTED, None)
+            log.warning("management.undecodable", error=str(e))
+            return
+        response = self.agent.handle(request)
+        if forward is not None:
+            self.fwd.settle_incoming(forward, ACCEPTED)
+        if response is None or not response.address:
+            return
+        data = response.encode()
+        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, False)
+        entry = self.fwd.entry(response.address)
+        self.fwd.route(reply, entry, None, None)
+        self.fwd.forget_if_idle(entry)
+
+
+def serve(config: RouterConfig) -> int:
+    return Router(config).run()

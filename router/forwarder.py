@@ -1,0 +1,432 @@
+"""The data path: which consumer gets a message, credit, and outcomes travelling back.
+
+Messages stay encoded bytes end to end. Router annotations are rewritten only for an egress
+connection that keeps them (stripAnnotations off for that direction); the common client-to-client
+case forwards the received bytes untouched. Every unsettled incoming delivery is tracked by a
+`Forward` until an outcome (from a consumer, or the router's own release) settles it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from router.addressing import AddressRule, AddressTable, parse
+from router.links import Forward, Link, Queued
+from router.pn import copy_condition, data_get, data_put, ffi, lib
+from router.sections import RouterAnnotations, Scan, rewrite
+from router.stats import RouterStats
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from router.connection import Connection
+
+ACCEPTED = lib.PN_ACCEPTED
+REJECTED = lib.PN_REJECTED
+RELEASED = lib.PN_RELEASED
+MODIFIED = lib.PN_MODIFIED
+TERMINAL = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
+# When several consumers answer one multicast delivery, the strongest outcome wins.
+PRECEDENCE = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
+
+
+class Message:
+    """A received message: its bytes, where its sections are, and its effective annotations.
+
+    `dirty` says the bytes carry router annotations that a stripping egress must remove. The
+    egress variants are computed at most once each, so a multicast rewrites once, not per copy.
+    """
+
+    __slots__ = ("_annotated", "_plain", "ann", "data", "dirty", "scan")
+
+    def __init__(
+        self, data: bytes | bytearray, scan: Scan, ann: RouterAnnotations, dirty: bool
+    ) -> None:
+        self.data = data
+        self.scan = scan
+        self.ann = ann
+        self.dirty = dirty
+        self._plain: bytes | bytearray | None = None
+        self._annotated: bytes | None = None
+
+    def plain(self) -> bytes | bytearray:
+        if not self.dirty:
+            return self.data
+        if self._plain is None:
+            self._plain = rewrite(self.data, self.scan)
+        return self._plain
+
+    def annotated(self, me: str) -> bytes:
+        if self._annotated is None:
+            ann = self.ann
+            trace = None if ann.trace is None else [*ann.trace, me]
+            self._annotated = rewrite(
+                self.data,
+                self.scan,
+                ingress=ann.ingress or me,
+                trace=trace,
+                to=ann.to,
+                phase=ann.phase,
+            )
+        return self._annotated
+
+
+class AddressEntry:
+    """Routing-table entry for one address key: its consumers, senders and held deliveries."""
+
+    __slots__ = (
+        "address",
+        "consumers",
+        "egress",
+        "held",
+        "ingress",
+        "key",
+        "rr",
+        "rule",
+        "senders",
+    )
+
+    def __init__(self, key: str, address: str, rule: AddressRule) -> None:
+        self.key = key
+        self.address = address
+        self.rule = rule
+        self.consumers: list[Link] = []
+        self.senders: list[Link] = []
+        self.held: deque[Queued] = deque()
+        self.rr = 0
+        self.ingress = 0
+        self.egress = 0
+
+    @property
+    def idle(self) -> bool:
+        return not (self.consumers or self.senders or self.held)
+
+
+class Forwarder:
+    def __init__(
+        self, router_id: str, table: AddressTable, stats: RouterStats, clock: Callable[[], float]
+    ) -> None:
+        self.router_id = router_id
+        self.me = f"0/{router_id}"
+        self.table = table
+        self.stats = stats
+        self.clock = clock
+        self.entries: dict[str, AddressEntry] = {}
+        self.touched: set[Connection] = set()
+        self.credit_dirty: set[Link] = set()
+        self.holding: set[AddressEntry] = set()
+        self.local_handlers: dict[str, Callable[[Message, Forward | None, Link | None], None]] = {}
+
+    # ----- routing table -------------------------------------------------------------------
+
+    def entry(self, address: str) -> AddressEntry:
+        dest = parse(address, self.router_id)
+        entry = self.entries.get(dest.key)
+        if entry is None:
+            entry = AddressEntry(dest.key, dest.address, self.table.lookup(dest.address))
+            self.entries[dest.key] = entry
+        return entry
+
+    def forget_if_idle(self, entry: AddressEntry) -> None:
+        if entry.idle and self.entries.get(entry.key) is entry:
+            del self.entries[entry.key]
+
+    def set_table(self, table: AddressTable) -> None:
+        """Apply new address rules to every known address, in place."""
+        self.table = table
+        for entry in self.entries.values():
+            entry.rule = table.lookup(entry.address)
+            self.credit_dirty.update(entry.senders)
+
+    def reachable(self, entry: AddressEntry) -> bool:
+        if entry.consumers or entry.key in self.local_handlers:
+            return True
+        rule = entry.rule
+        if rule.undeliverable == "redirect" and rule.fallback:
+            return bool(self.entry(rule.fallback).consumers)
+        return False
+
+    def add_consumer(self, link: Link, entry: AddressEntry) -> None:
+        link.entry = entry
+        entry.consumers.append(link)
+        self.credit_dirty.update(entry.senders)
+        if entry.held:
+            held, entry.held = entry.held, deque()
+            self.holding.discard(entry)
+            for q in held:
+                if q.origin is not None:
+                    q.origin.backlog -= 1
+                    self.credit_dirty.add(q.origin)
+                self.route(q.msg, entry, q.fwd, q.origin)
+
+    def add_sender(self, link: Link, entry: AddressEntry) -> None:
+        link.entry = entry
+        entry.senders.append(link)
+        self.credit_dirty.add(link)
+
+    def unregister(self, link: Link) -> None:
+        """Take a departing link out of the routing table so nothing new is routed to it."""
+        entry = link.entry
+        self.credit_dirty.discard(link)
+        if entry is None:
+            return
+        if link in entry.senders:
+            entry.senders.remove(link)
+        if link in entry.consumers:
+            entry.consumers.remove(link)
+
+    def resolve(self, link: Link, conn_dead: bool) -> None:
+        """Settle what a departed link had in flight: nothing is lost silently.
+
+        A departed sender can no longer learn outcomes, but the copies already made complete.
+        A departed consumer's unsettled deliveries are released to their senders (who may send
+        them again); deliveries it never received are routed again.
+        """
+        entry, link.entry = link.entry, None
+        if link.incoming:
+            for fwd in link.unsettled.values():
+                fwd.in_d = None
+            link.unsettled.clear()
+        else:
+            queued, link.queue = link.queue, deque()
+            unsettled, link.unsettled = link.unsettled, {}
+            for od, fwd in unsettled.items():
+                if not conn_dead:
+                    lib.pn_delivery_settle(od)
+                self.copy_done(fwd, RELEASED, None)
+            # A multicast copy is not routed again: the other consumers have theirs already.
+            reroute = entry is not None and entry.rule.distribution != "multicast"
+            for q in queued:
+                if q.origin is not None:
+                    q.origin.backlog -= 1
+                    self.credit_dirty.add(q.origin)
+                if reroute:
+                    if q.fwd is not None:
+                        q.fwd.pending -= 1
+                    self.route(q.msg, entry, q.fwd, q.origin)
+                elif q.fwd is not None:
+                    self.copy_done(q.fwd, RELEASED, None)
+        if entry is not None:
+            self.forget_if_idle(entry)
+
+    # ----- forwarding ----------------------------------------------------------------------
+
+    def route(
+        self,
+        msg: Message,
+        entry: AddressEntry,
+        fwd: Forward | None,
+        origin: Link | None,
+        redirected: bool = False,
+    ) -> None:
+        consumers = entry.consumers
+        if not consumers:
+            handler = self.local_handlers.get(entry.key)
+            if handler is not None:
+                handler(msg, fwd, origin)
+                return
+            self.undeliverable(msg, entry, fwd, origin, redirected)
+            return
+        dist = entry.rule.distribution
+        if dist == "multicast":
+            for link in consumers:
+                self.deliver(link, msg, fwd, origin)
+            return
+        n = len(consumers)
+        i = entry.rr % n
+        if dist == "balanced" and n > 1:
+            best = consumers[i]
+            least = best.outstanding
+            for k in range(1, n):
+                if least == 0:
+                    break
+                j = (i + k) % n
+                cand = consumers[j]
+                if cand.outstanding < least:
+                    best, least, i = cand, cand.outstanding, j
+            entry.rr = i + 1
+            self.deliver(best, msg, fwd, origin)
+        else:
+            entry.rr = i + 1
+            self.deliver(consumers[i], msg, fwd, origin)
+
+    def undeliverable(
+        self,
+        msg: Message,
+        entry: AddressEntry,
+        fwd: Forward | None,
+        origin: Link | None,
+        redirected: bool,
+    ) -> None:
+        rule = entry.rule
+        action = rule.undeliverable
+        if action == "redirect" and rule.fallback and not redirected:
+            self.stats.deliveriesRedirectedToFallback += 1
+            self.route(msg, self.entry(rule.fallback), fwd, origin, redirected=True)
+            return
+        if action == "hold":
+            entry.held.append(Queued(msg, fwd, origin, self.clock() + rule.hold_timeout))
+            self.holding.add(entry)
+            if origin is not None:
+                origin.backlog += 1
+            return
+        self.drop(fwd)
+
+    def drop(self, fwd: Forward | None) -> None:
+        """No consumer: pre-settled messages are counted as dropped, unsettled ones released."""
+        if fwd is None:
+            self.stats.droppedPresettledDeliveries += 1
+        else:
+            fwd.pending += 1
+            self.copy_done(fwd, RELEASED, None)
+
+    def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
+        if fwd is not None:
+            fwd.pending += 1
+        if not link.queue and lib.pn_link_credit(link.pn) > 0:
+            self.send(link, msg, fwd)
+        else:
+            link.queue.append(Queued(msg, fwd, origin))
+            if origin is not None:
+                origin.backlog += 1
+
+    def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
+        conn = link.conn
+        data = msg.plain() if conn.strip_out else msg.annotated(self.me)
+        p = link.pn
+        link.tag += 1
+        tag = link.tag.to_bytes(8, "little")
+        od = lib.pn_delivery(p, (8, ffi.from_buffer(tag)))
+        if isinstance(data, bytes):
+            lib.pn_link_send(p, data, len(data))
+        else:
+            lib.pn_link_send(p, ffi.from_buffer(data), len(data))
+        lib.pn_link_advance(p)
+        link.delivered += 1
+        self.stats.deliveriesEgress += 1
+        if link.entry is not None:
+            link.entry.egress += 1
+        if fwd is None:
+            lib.pn_delivery_settle(od)
+            link.presettled += 1
+        else:
+            link.unsettled[od] = fwd
+        self.touched.add(conn)
+
+    def pump(self, link: Link) -> None:
+        """Credit arrived on an outgoing link: send what waits for it, in order."""
+        queue = link.queue
+        p = link.pn
+        while queue and lib.pn_link_credit(p) > 0:
+            q = queue.popleft()
+            if q.origin is not None:
+                q.origin.backlog -= 1
+                self.credit_dirty.add(q.origin)
+            self.send(link, q.msg, q.fwd)
+        if not queue and lib.pn_link_get_drain(p) and lib.pn_link_credit(p) > 0:
+            lib.pn_link_drained(p)
+            self.touched.add(link.conn)
+
+    # ----- outcomes ------------------------------------------------------------------------
+
+    def outgoing_update(self, link: Link, od: Any) -> None:
+        """A consumer changed a delivery's state: finish it once the outcome is terminal."""
+        fwd = link.unsettled.get(od)
+        if fwd is None:
+            return
+        state = lib.pn_delivery_remote_state(od)
+        if state not in TERMINAL:
+            if not lib.pn_delivery_settled(od):
+                return
+            state = ACCEPTED
+        del link.unsettled[od]
+        if state == ACCEPTED:
+            link.accepted += 1
+        elif state == RELEASED:
+            link.released += 1
+        elif state == REJECTED:
+            link.rejected += 1
+        else:
+            link.modified += 1
+        self.copy_done(fwd, state, od)
+        lib.pn_delivery_settle(od)
+        self.touched.add(link.conn)
+
+    def copy_done(self, fwd: Forward, state: int, od: Any) -> None:
+        """One copy of a delivery is finished; settle the sender's delivery after the last one."""
+        in_d = fwd.in_d
+        if in_d is not None and PRECEDENCE[state] > PRECEDENCE[fwd.outcome]:
+            fwd.outcome = state
+            if od is not None and state in (REJECTED, MODIFIED):
+                copy_disposition(od, in_d, state)
+        fwd.pending -= 1
+        if fwd.pending > 0 or in_d is None:
+            return
+        self.settle_incoming(fwd, fwd.outcome)
+
+    def settle_incoming(self, fwd: Forward, state: int) -> None:
+        in_d = fwd.in_d
+        if in_d is None:
+            return
+        fwd.in_d = None
+        link = fwd.in_link
+        link.unsettled.pop(in_d, None)
+        lib.pn_delivery_update(in_d, state)
+        lib.pn_delivery_settle(in_d)
+        stats = self.stats
+        if state == ACCEPTED:
+            stats.acceptedDeliveries += 1
+        elif state == RELEASED:
+            stats.releasedDeliveries += 1
+        elif state == REJECTED:
+            stats.rejectedDeliveries += 1
+        else:
+            stats.modifiedDeliveries += 1
+        self.touched.add(link.conn)
+
+    # ----- credit and timers ---------------------------------------------------------------
+
+    def refresh_credit(self, link: Link) -> None:
+        """Top an incoming link's credit back up to what its capacity leaves room for.
+
+        Credit goes out in batches (when at most half the window is left) so the sender streams;
+        a targeted sender gets none while its address has no consumer.
+        """
+        if link.conn.closing or lib.pn_link_state(link.pn) & lib.PN_LOCAL_CLOSED:
+            return
+        entry = link.entry
+        if entry is not None and not self.reachable(entry):
+            return
+        credit = lib.pn_link_credit(link.pn)
+        used = credit + link.backlog
+        if used * 2 <= link.capacity:
+            lib.pn_link_flow(link.pn, link.capacity - used)
+            self.touched.add(link.conn)
+
+    def expire_held(self, now: float) -> None:
+        for entry in list(self.holding):
+            held = entry.held
+            while held and held[0].deadline <= now:
+                q = held.popleft()
+                if q.origin is not None:
+                    q.origin.backlog -= 1
+                    self.credit_dirty.add(q.origin)
+                self.drop(q.fwd)
+            if not held:
+                self.holding.discard(entry)
+                self.forget_if_idle(entry)
+
+
+def copy_disposition(src_d: Any, dst_d: Any, state: int) -> None:
+    """Carry a rejected error or a modified outcome's fields to the sender's delivery."""
+    remote = lib.pn_delivery_remote(src_d)
+    local = lib.pn_delivery_local(dst_d)
+    if state == REJECTED:
+        copy_condition(lib.pn_disposition_condition(remote), lib.pn_disposition_condition(local))
+    else:
+        lib.pn_disposition_set_failed(local, lib.pn_disposition_is_failed(remote))
+        lib.pn_disposition_set_undeliverable(local, lib.pn_disposition_is_undeliverable(remote))
+        annotations = data_get(lib.pn_disposition_annotations(remote))
+        if annotations is not None:
+            data_put(lib.pn_disposition_annotations(local), annotations)

@@ -1,0 +1,107 @@
+"""What the router remembers about links and in-flight deliveries.
+
+A `Link` wraps one pn_link_t. Incoming links (router receives: a client's sender) carry credit
+bookkeeping; outgoing links (router sends: a client's receiver) carry the queue of deliveries
+waiting for credit and the unsettled deliveries awaiting an outcome. A `Forward` ties one
+unsettled incoming delivery to the outgoing deliveries made from it, so that outcomes and
+settlement travel back to the sender and nothing is ever dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from router.connection import Connection
+    from router.forwarder import AddressEntry, Message
+
+
+class Forward:
+    """One unsettled incoming delivery and the outgoing copies made of it.
+
+    `pending` counts outgoing copies without an outcome yet; `outcome` is the strongest outcome
+    seen so far. For multicast, the sender's outcome is decided when all copies are done:
+    rejected if any consumer rejected, accepted if any accepted, otherwise released (Dispatch's
+    documented rule). `in_d` is None once the sender's delivery is settled or gone.
+    """
+
+    __slots__ = ("in_d", "in_link", "outcome", "pending")
+
+    def __init__(self, in_d: Any, in_link: Link) -> None:
+        self.in_d = in_d
+        self.in_link = in_link
+        self.pending = 0
+        self.outcome = 0
+
+
+class Queued:
+    """A delivery waiting for credit on an outgoing link (or held for a consumer to appear)."""
+
+    __slots__ = ("deadline", "fwd", "msg", "origin")
+
+    def __init__(
+        self, msg: Message, fwd: Forward | None, origin: Link | None, deadline: float = 0.0
+    ) -> None:
+        self.msg = msg
+        self.fwd = fwd
+        self.origin = origin
+        self.deadline = deadline
+
+
+class Link:
+    __slots__ = (
+        "accepted",
+        "address",
+        "anonymous",
+        "backlog",
+        "capacity",
+        "conn",
+        "delivered",
+        "entry",
+        "identity",
+        "incoming",
+        "management",
+        "modified",
+        "name",
+        "partial",
+        "pn",
+        "presettled",
+        "queue",
+        "rejected",
+        "released",
+        "tag",
+        "unsettled",
+    )
+
+    def __init__(self, pn: Any, conn: Connection, incoming: bool, identity: int) -> None:
+        self.pn = pn
+        self.conn = conn
+        self.incoming = incoming
+        self.identity = identity
+        self.name = ""
+        self.address: str | None = None
+        self.anonymous = False
+        self.management = False
+        self.entry: AddressEntry | None = None
+        self.capacity = conn.link_capacity
+        # incoming: deliveries of this link still in the router (queued or held) — credit is
+        # only issued for what is left of `capacity`, which bounds router memory per sender.
+        self.backlog = 0
+        self.partial: bytearray | None = None
+        # outgoing: deliveries waiting for credit, and tag counter
+        self.queue: deque[Queued] = deque()
+        self.tag = 0
+        # pn_delivery_t -> Forward for deliveries without a final outcome yet (both directions)
+        self.unsettled: dict[Any, Forward] = {}
+        self.delivered = 0
+        self.presettled = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.released = 0
+        self.modified = 0
+
+    @property
+    def outstanding(self) -> int:
+        """Deliveries given to this consumer that it has not finished (queued + unsettled)."""
+        return len(self.queue) + len(self.unsettled)

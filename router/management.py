@@ -1,0 +1,464 @@
+"""The AMQP Management agent at `$management`, answering as Qpid Dispatch's agent does.
+
+qdstat and qdmanage are the operators' tools for any router in a Dispatch network, so they must
+work against Routernet unchanged: same request shapes, same entity type and attribute names, same
+status codes. The agent is pure: the engine decodes a request, calls `Agent.handle` and sends the
+message it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from http import HTTPStatus
+from typing import Any, NamedTuple
+
+import proton
+
+from router.stats import RouterStats
+
+PREFIX = "org.apache.qpid.dispatch."
+ROUTER = PREFIX + "router"
+LISTENER = PREFIX + "listener"
+CONNECTION = PREFIX + "connection"
+LINK = PREFIX + "router.link"
+ADDRESS = PREFIX + "router.address"
+NODE = PREFIX + "router.node"
+MANAGEMENT = PREFIX + "management"
+AMQP_MANAGEMENT = "org.amqp.management"
+_ENTITY = PREFIX + "entity"
+_CONFIGURATION = PREFIX + "configurationEntity"
+_OPERATIONAL = PREFIX + "operationalEntity"
+
+_BASE_ATTRIBUTES = ("name", "identity", "type")
+
+# Attribute names and order per type, as Dispatch answers a QUERY without attributeNames: its
+# C agent's column lists for the types it serves (agent_router.c, agent_connection.c,
+# agent_link.c, agent_address.c), and for Python-served types (listener, router.node) the schema's
+# own attributes followed by the inherited name, identity, type. The router's delivery counters
+# come from RouterStats in its field order. Rows the engine supplies should carry every one of
+# these: qdstat does arithmetic on several (e.g. link deliveriesDelayed1Sec, address priority).
+ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    ROUTER: (
+        "name",
+        "identity",
+        "id",
+        "type",
+        "mode",
+        "area",
+        "version",
+        "metadata",
+        "addrCount",
+        "linkCount",
+        "nodeCount",
+        "linkRouteCount",
+        "autoLinkCount",
+        "connectionCount",
+        *(field.name for field in fields(RouterStats)),
+        "linksBlocked",
+        "uptimeSeconds",
+        "memoryUsage",
+        "workerThreads",
+    ),
+    CONNECTION: (
+        "name",
+        "identity",
+        "host",
+        "role",
+        "protocol",
+        "dir",
+        "container",
+        "sasl",
+        "isAuthenticated",
+        "user",
+        "isEncrypted",
+        "sslProto",
+        "sslCipher",
+        "properties",
+        "sslSsf",
+        "tenant",
+        "type",
+        "ssl",
+        "opened",
+        "active",
+        "adminStatus",
+        "operStatus",
+        "uptimeSeconds",
+        "lastDlvSeconds",
+        "enableProtocolTrace",
+    ),
+    LINK: (
+        "name",
+        "identity",
+        "type",
+        "linkName",
+        "linkType",
+        "linkDir",
+        "owningAddr",
+        "capacity",
+        "peer",
+        "undeliveredCount",
+        "unsettledCount",
+        "deliveryCount",
+        "connectionId",
+        "adminStatus",
+        "operStatus",
+        "presettledCount",
+        "droppedPresettledCount",
+        "acceptedCount",
+        "rejectedCount",
+        "releasedCount",
+        "modifiedCount",
+        "deliveriesDelayed1Sec",
+        "deliveriesDelayed10Sec",
+        "deliveriesStuck",
+        "ingressHistogram",
+        "priority",
+        "settleRate",
+        "creditAvailable",
+        "zeroCreditSeconds",
+    ),
+    ADDRESS: (
+        "name",
+        "identity",
+        "type",
+        "key",
+        "distribution",
+        "inProcess",
+        "subscriberCount",
+        "remoteCount",
+        "containerCount",
+        "remoteHostRouters",
+        "deliveriesIngress",
+        "deliveriesEgress",
+        "deliveriesTransit",
+        "deliveriesToContainer",
+        "deliveriesFromContainer",
+        "deliveriesEgressRouteContainer",
+        "deliveriesIngressRouteContainer",
+        "transitOutstanding",
+        "trackedDeliveries",
+        "priority",
+        "deliveriesRedirectedToFallback",
+    ),
+    LISTENER: (
+        "host",
+        "port",
+        "socketAddressFamily",
+        "role",
+        "cost",
+        "sslProfile",
+        "saslMechanisms",
+        "authenticatePeer",
+        "saslPlugin",
+        "requireEncryption",
+        "requireSsl",
+        "maxFrameSize",
+        "maxSessions",
+        "maxSessionFrames",
+        "idleTimeoutSeconds",
+        "initialHandshakeTimeoutSeconds",
+        "stripAnnotations",
+        "linkCapacity",
+        "multiTenant",
+        "failoverUrls",
+        "healthz",
+        "metrics",
+        "websockets",
+        "http",
+        "httpRootDir",
+        "messageLoggingComponents",
+        "policyVhost",
+        "openProperties",
+        *_BASE_ATTRIBUTES,
+    ),
+    NODE: (
+        "id",
+        "protocolVersion",
+        "instance",
+        "linkState",
+        "nextHop",
+        "validOrigins",
+        "address",
+        "routerLink",
+        "cost",
+        "lastTopoChange",
+        *_BASE_ATTRIBUTES,
+    ),
+}
+
+_NODE_OPERATIONS = (
+    "QUERY",
+    "GET-TYPES",
+    "GET-ANNOTATIONS",
+    "GET-OPERATIONS",
+    "GET-ATTRIBUTES",
+    "GET-MGMT-NODES",
+    "READ",
+)
+
+
+class _Type(NamedTuple):
+    bases: tuple[str, ...]
+    operations: tuple[str, ...]
+    attributes: tuple[str, ...]
+
+
+# The schema as GET-TYPES/-OPERATIONS/-ATTRIBUTES report it: Dispatch's inheritance, but only the
+# operations this agent really performs (entities are read-only for now).
+_CONFIG_BASES = (_CONFIGURATION, _ENTITY)
+_OPERATIONAL_BASES = (_OPERATIONAL, _ENTITY)
+_TYPES: dict[str, _Type] = {
+    _ENTITY: _Type((), (), _BASE_ATTRIBUTES),
+    _CONFIGURATION: _Type((_ENTITY,), ("READ",), _BASE_ATTRIBUTES),
+    _OPERATIONAL: _Type((_ENTITY,), ("READ",), _BASE_ATTRIBUTES),
+    AMQP_MANAGEMENT: _Type(_OPERATIONAL_BASES, _NODE_OPERATIONS, _BASE_ATTRIBUTES),
+    MANAGEMENT: _Type((AMQP_MANAGEMENT, *_OPERATIONAL_BASES), _NODE_OPERATIONS, _BASE_ATTRIBUTES),
+    ROUTER: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[ROUTER]),
+    LISTENER: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LISTENER]),
+    CONNECTION: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONNECTION]),
+    LINK: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK]),
+    ADDRESS: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[ADDRESS]),
+    NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[NODE]),
+}
+# An untyped QUERY defaults to every attribute of every type, in first-seen order.
+_ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))
+_SELF_ROW = {"name": "self", "identity": "self", "type": MANAGEMENT}
+
+
+class _Failure(Exception):
+    def __init__(self, status: HTTPStatus, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+
+
+def _is_a(entity_type: str, base: str) -> bool:
+    return entity_type == base or base in _TYPES[entity_type].bases
+
+
+def _resolve(name: object) -> str:
+    """Accept long or short type names, as Dispatch's tools do (`router` or
+    `org.apache.qpid.dispatch.router`). Dispatch answers an unknown type with 400."""
+    if isinstance(name, str):
+        for candidate in (name, PREFIX + name):
+            if candidate in _TYPES:
+                return candidate
+    raise _Failure(HTTPStatus.BAD_REQUEST, f"No such entity type {name!r}")
+
+
+def _complete(entity_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """Every row answers name, identity and type; like Dispatch, a missing name is the
+    identity (and the reverse), and the type is the one whose callback produced the row."""
+    full = dict(row)
+    full["type"] = entity_type
+    if full.get("identity") is None:
+        full["identity"] = full.get("name")
+    if full.get("name") is None:
+        full["name"] = full["identity"]
+    return full
+
+
+def _integer(properties: Mapping[str, Any], key: str) -> int | None:
+    value = properties.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _Failure(HTTPStatus.BAD_REQUEST, f"'{key}' must be an integer, got {value!r}")
+    return value
+
+
+class Agent:
+    """Answers management requests for router `router_id`.
+
+    `entities` maps long type names (keys of ENTITY_ATTRIBUTES) to callbacks returning the
+    current rows of that type; a type without a callback simply has no rows. `mgmt_nodes`
+    returns the management addresses (`amqp:/_topo/0/<id>/$management`) of the routers known in
+    the network. GET-MGMT-NODES answers them with this router's own first, listed even if the
+    callback omits it: qdstat --all-routers visits each and takes fewer than two to mean a
+    standalone router.
+    """
+
+    def __init__(
+        self,
+        router_id: str,
+        entities: Mapping[str, Callable[[], list[dict[str, Any]]]],
+        mgmt_nodes: Callable[[], list[str]],
+    ) -> None:
+        unknown = set(entities) - set(ENTITY_ATTRIBUTES)
+        if unknown:
+            raise ValueError(f"no schema for entity types {sorted(unknown)}")
+        self._own_node = f"amqp:/_topo/0/{router_id}/$management"
+        self._entities = dict(entities)
+        self._mgmt_nodes = mgmt_nodes
+        self._node_operations: dict[str, Callable[[Mapping[str, Any], Any], Any]] = {
+            "QUERY": self._query,
+            "GET-TYPES": self._get_types,
+            "GET-ANNOTATIONS": self._get_annotations,
+            "GET-OPERATIONS": self._get_operations,
+            "GET-ATTRIBUTES": self._get_attributes,
+            "GET-MGMT-NODES": self._get_mgmt_nodes,
+        }
+
+    def handle(self, request: proton.Message) -> proton.Message | None:
+        """The response to `request`, or None when it has no reply-to (nothing can be answered;
+        Dispatch drops such requests too). Never raises: failures become error responses."""
+        if not request.reply_to:
+            return None
+        try:
+            response = self._response(request, HTTPStatus.OK, "OK", self._perform(request))
+            # Encode now so that a row value AMQP cannot carry is reported to the client as a
+            # 500 rather than failing later in the engine and leaving the client waiting.
+            response.encode()
+            return response
+        except _Failure as failure:
+            return self._response(request, failure.status, failure.description, {})
+        except Exception as error:
+            description = f"{type(error).__name__}: {error}"
+            return self._response(request, HTTPStatus.INTERNAL_SERVER_ERROR, description, {})
+
+    @staticmethod
+    def _response(
+        request: proton.Message, status: HTTPStatus, description: str, body: Any
+    ) -> proton.Message:
+        # AMQP Management: correlate by the request's correlation-id, else its message-id.
+        correlation = request.correlation_id
+        if correlation is None:
+            correlation = request.id
+        return proton.Message(
+            address=request.reply_to,
+            correlation_id=correlation,
+            properties={"statusCode": proton.int32(status), "statusDescription": description},
+            body=body,
+        )
+
+    def _perform(self, request: proton.Message) -> Any:
+        properties = request.properties if request.properties is not None else {}
+        if not isinstance(properties, dict):
+            raise _Failure(HTTPStatus.BAD_REQUEST, "Application properties must be a map")
+        operation = properties.get("operation")
+        if operation is None:
+            raise _Failure(HTTPStatus.BAD_REQUEST, "No 'operation' property")
+        if not isinstance(operation, str):
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"'operation' must be a string: {operation!r}")
+        operation = operation.upper()
+        node_operation = self._node_operations.get(operation)
+        if node_operation is not None:
+            return node_operation(properties, request.body)
+        if operation == "READ":
+            return self._read(properties)
+        if operation in ("CREATE", "UPDATE", "DELETE"):
+            raise _Failure(
+                HTTPStatus.NOT_IMPLEMENTED,
+                f"Operation '{operation}' not implemented: Routernet's management is read-only",
+            )
+        raise _Failure(
+            HTTPStatus.NOT_IMPLEMENTED,
+            f"Operation '{operation}' not implemented for '{MANAGEMENT}' {list(_NODE_OPERATIONS)}",
+        )
+
+    def _types_under(self, base: str | None) -> list[str]:
+        return [
+            t
+            for t in _TYPES
+            if (base is None or _is_a(t, base)) and (t == MANAGEMENT or t in self._entities)
+        ]
+
+    def _rows(self, entity_type: str) -> list[Mapping[str, Any]]:
+        if entity_type == MANAGEMENT:
+            return [_SELF_ROW]
+        return self._entities[entity_type]()
+
+    def _query(self, properties: Mapping[str, Any], body: Any) -> dict[str, Any]:
+        # Like Dispatch's C agent, fall back to `type` when `entityType` is absent; the
+        # management node's own type there (qdstat always sends it) means no restriction.
+        requested = properties.get("entityType")
+        if not requested:
+            requested = properties.get("type")
+            if requested in (AMQP_MANAGEMENT, MANAGEMENT):
+                requested = None
+        entity_type = _resolve(requested) if requested else None
+        names = self._attribute_names(body, entity_type)
+        offset = _integer(properties, "offset") or 0
+        count = _integer(properties, "count")
+        if offset < 0:
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"'offset' must not be negative: {offset}")
+        rows = [(t, row) for t in self._types_under(entity_type) for row in self._rows(t)]
+        # Dispatch's C agent stands for a missing count with -1; any negative count means all.
+        page = rows[offset:] if count is None or count < 0 else rows[offset : offset + count]
+        results = []
+        for t, row in page:
+            full = _complete(t, row)
+            results.append([full.get(name) for name in names])
+        return {"attributeNames": names, "results": results}
+
+    @staticmethod
+    def _attribute_names(body: Any, entity_type: str | None) -> list[str]:
+        """The requested names in request order; an absent or empty list means all of the type.
+        A name the type lacks comes back as null rather than failing the query, as Dispatch's
+        C agent does, so tools of other Dispatch versions can probe for optional attributes."""
+        if body is not None and not isinstance(body, dict):
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"QUERY body must be a map, got {body!r}")
+        requested = (body or {}).get("attributeNames")
+        if requested is not None and (
+            not isinstance(requested, list) or not all(isinstance(n, str) for n in requested)
+        ):
+            raise _Failure(
+                HTTPStatus.BAD_REQUEST, f"'attributeNames' must be a list of strings: {requested!r}"
+            )
+        if requested:
+            return list(requested)
+        return list(_ALL_ATTRIBUTES if entity_type is None else _TYPES[entity_type].attributes)
+
+    def _read(self, properties: Mapping[str, Any]) -> dict[str, Any]:
+        """Find one entity by identity (or name, if no identity is given), as Dispatch does."""
+        ids = {k: properties[k] for k in ("identity", "name") if properties.get(k) is not None}
+        requested = properties.get("type")
+        entity_type = _resolve(requested) if requested else None
+        if not ids:
+            if entity_type is None or _is_a(MANAGEMENT, entity_type):
+                return dict(_SELF_ROW)
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"{entity_type}: No name or identity provided")
+        described = " ".join(f"{k}={v}" for k, v in ids.items())
+        key, value = next(iter(ids.items()))
+        found = []
+        for t in self._types_under(entity_type):
+            for row in self._rows(t):
+                full = _complete(t, row)
+                if full[key] is not None and str(full[key]) == str(value):
+                    found.append((t, full))
+        if not found:
+            raise _Failure(HTTPStatus.NOT_FOUND, f"No entity with {described}")
+        if len(found) > 1:
+            raise _Failure(
+                HTTPStatus.BAD_REQUEST,
+                f"{len(found)} entities with {key}={value}; give 'type' to choose one",
+            )
+        t, full = found[0]
+        if any(str(full[k]) != str(v) for k, v in ids.items()):
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"Conflicting {described}")
+        return {name: full.get(name) for name in _TYPES[t].attributes}
+
+    @staticmethod
+    def _filter(properties: Mapping[str, Any]) -> str | None:
+        requested = properties.get("entityType")
+        return _resolve(requested) if requested else None
+
+    def _get_types(self, properties: Mapping[str, Any], body: Any) -> dict[str, list[str]]:
+        base = self._filter(properties)
+        return {t: list(info.bases) for t, info in _TYPES.items() if base is None or _is_a(t, base)}
+
+    @staticmethod
+    def _get_annotations(properties: Mapping[str, Any], body: Any) -> dict[str, list[str]]:
+        """Dispatch defines no annotations and answers an empty map; so do we."""
+        return {}
+
+    # Dispatch filters GET-OPERATIONS and GET-ATTRIBUTES by exact type, GET-TYPES by ancestry.
+    def _get_operations(self, properties: Mapping[str, Any], body: Any) -> dict[str, list[str]]:
+        only = self._filter(properties)
+        return {t: list(info.operations) for t, info in _TYPES.items() if only in (None, t)}
+
+    def _get_attributes(self, properties: Mapping[str, Any], body: Any) -> dict[str, list[str]]:
+        only = self._filter(properties)
+        return {t: list(info.attributes) for t, info in _TYPES.items() if only in (None, t)}
+
+    def _get_mgmt_nodes(self, properties: Mapping[str, Any], body: Any) -> list[str]:
+        return list(dict.fromkeys([self._own_node, *self._mgmt_nodes()]))

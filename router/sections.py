@@ -1,0 +1,548 @@
+"""Scan and rewrite encoded AMQP 1.0 messages without decoding them.
+
+The router only needs a message's address and its own annotations, and it forwards every other
+byte untouched, so decoding whole messages (as proton.Message does) would spend most of the
+per-message budget on work whose result is thrown away. Everything here works on offsets into
+the encoded bytes and copies section bytes verbatim.
+"""
+
+from __future__ import annotations
+
+import struct
+
+Buffer = bytes | bytearray | memoryview
+
+
+class MessageFormatError(ValueError):
+    """The bytes are not an AMQP 1.0 message this router can forward; the text gives the offset."""
+
+
+# Encoded size of each AMQP 1.0 constructor's value: >= 0 is a fixed width, the negatives below
+# say where the size lives. Codes the spec does not define are _BAD so garbage is caught early.
+_V1 = -1  # variable/compound/array with a 1-byte size after the constructor
+_V4 = -4  # ... with a 4-byte size
+_DESCRIBED = -2
+_BAD = -3
+
+
+def _constructor_widths() -> tuple[int, ...]:
+    widths = [_BAD] * 256
+    widths[0x00] = _DESCRIBED
+    for codes, width in (
+        (range(0x40, 0x46), 0),
+        (range(0x50, 0x57), 1),
+        ((0x60, 0x61), 2),
+        (range(0x70, 0x75), 4),
+        (range(0x80, 0x85), 8),
+        ((0x94, 0x98), 16),
+        ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), _V1),
+        ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), _V4),
+    ):
+        for code in codes:
+            widths[code] = width
+    return tuple(widths)
+
+
+_WIDTH = _constructor_widths()
+
+_U32 = struct.Struct(">I").unpack_from
+_U64 = struct.Struct(">Q").unpack_from
+_PACK_U32_PAIR = struct.Struct(">II").pack
+_OUT_OF_BOUNDS = (IndexError, struct.error)
+
+# A section's rank is its position in the order the spec requires; codes 0x70..0x78 are ranks 0..8.
+_RANK = {0x70 + rank: rank for rank in range(9)}
+_MESSAGE_ANN, _PROPERTIES = 2, 3
+_DATA, _SEQUENCE, _FOOTER = 5, 6, 8
+_SYMBOLIC = {
+    b"amqp:header:list": 0x70,
+    b"amqp:delivery-annotations:map": 0x71,
+    b"amqp:message-annotations:map": 0x72,
+    b"amqp:properties:list": 0x73,
+    b"amqp:application-properties:map": 0x74,
+    b"amqp:data:binary": 0x75,
+    b"amqp:amqp-sequence:list": 0x76,
+    b"amqp:amqp-value:*": 0x77,
+    b"amqp:footer:map": 0x78,
+}
+# Constructors each section's value may use, so that a stray 0x00 in garbage is not taken for a
+# section. A described null is tolerated where the readers below can treat it as empty.
+_LIST = frozenset((0x40, 0x45, 0xC0, 0xD0))
+_MAP = frozenset((0x40, 0xC1, 0xD1))
+_ALLOWED = (
+    _LIST,  # header
+    _MAP,  # delivery-annotations
+    _MAP,  # message-annotations
+    _LIST,  # properties
+    _MAP,  # application-properties
+    frozenset((0xA0, 0xB0)),  # data
+    _LIST - {0x40},  # amqp-sequence
+    None,  # amqp-value: any value
+    _MAP,  # footer
+)
+
+_ROUTER_PREFIX = b"x-opt-qd."
+_PREFIX_LEN = len(_ROUTER_PREFIX)
+_K_INGRESS = b"\xa3\x10x-opt-qd.ingress"
+_K_TRACE = b"\xa3\x0ex-opt-qd.trace"
+_K_TO = b"\xa3\x0bx-opt-qd.to"
+_K_PHASE = b"\xa3\x0ex-opt-qd.phase"
+_MA_MAP8 = b"\x00\x53\x72\xc1"
+_MA_MAP32 = b"\x00\x53\x72\xd1"
+_STR8 = tuple(bytes((0xA1, n)) for n in range(256))
+# Integer constructors and whether they are signed; uint0/ulong0 carry no bytes and read as 0.
+_INTS = {
+    0x43: False,
+    0x44: False,
+    0x50: False,
+    0x51: True,
+    0x52: False,
+    0x53: False,
+    0x54: True,
+    0x55: True,
+    0x60: False,
+    0x61: True,
+    0x70: False,
+    0x71: True,
+    0x80: False,
+    0x81: True,
+}
+
+
+class Scan:
+    """Section offsets of one message, so the readers and rewrite never search for them again."""
+
+    __slots__ = ("body_start", "ma_end", "ma_start", "props_end", "props_start")
+
+    def __init__(
+        self, ma_start: int, ma_end: int, props_start: int, props_end: int, body_start: int
+    ) -> None:
+        self.ma_start = ma_start
+        self.ma_end = ma_end
+        self.props_start = props_start
+        self.props_end = props_end
+        self.body_start = body_start
+
+
+class RouterAnnotations:
+    """The x-opt-qd.* message annotations; `present` says whether any x-opt-qd.* key is there.
+
+    Values of the wrong AMQP type read as None (as Qpid Dispatch ignores them), yet still count
+    as present so that they are stripped rather than forwarded.
+    """
+
+    __slots__ = ("ingress", "phase", "present", "to", "trace")
+
+    def __init__(self) -> None:
+        self.ingress: str | None = None
+        self.trace: list[str] | None = None
+        self.to: str | None = None
+        self.phase: int | None = None
+        self.present = False
+
+
+# Returned for every message without router annotations, so the common case allocates nothing.
+# Callers must treat it as read-only.
+EMPTY_ANNOTATIONS = RouterAnnotations()
+
+
+def _skip(buf: Buffer, i: int, end: int) -> int:
+    """Return the offset just past the value at `i`, which must not extend beyond `end`.
+
+    Compound values are skipped by their size field rather than walked, which is what keeps body
+    sections cheap. Described values are handled by counting pending values instead of recursing,
+    so a run of 0x00 bytes cannot exhaust the stack.
+    """
+    start = i
+    pending = 1
+    try:
+        while True:
+            width = _WIDTH[buf[i]]
+            if width >= 0:
+                i += 1 + width
+            elif width == _V1:
+                i += 2 + buf[i + 1]
+            elif width == _V4:
+                i += 5 + _U32(buf, i + 1)[0]
+            elif width == _DESCRIBED:
+                i += 1
+                pending += 1
+                continue
+            else:
+                raise MessageFormatError(f"unknown constructor 0x{buf[i]:02x} at offset {i}")
+            pending -= 1
+            if not pending:
+                break
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"value at offset {start} runs past the end") from None
+    if i > end:
+        raise MessageFormatError(f"value at offset {start} runs past its container's end {end}")
+    return i
+
+
+def _descriptor(buf: Buffer, p: int) -> tuple[int, int]:
+    """Decode the section descriptor at `p` into (section code, offset of the described value).
+
+    Only the smallulong form is common, so callers test for it inline and leave the legal but
+    unusual long and symbolic forms to this function.
+    """
+    d = buf[p]
+    if d == 0x80:
+        return _U64(buf, p + 1)[0], p + 9
+    if d == 0x44:
+        return 0, p + 1
+    if d == 0xA3:
+        a = p + 2
+        a_end = a + buf[p + 1]
+    elif d == 0xB3:
+        a = p + 5
+        a_end = a + _U32(buf, p + 1)[0]
+    else:
+        raise MessageFormatError(f"section descriptor at offset {p} has constructor 0x{d:02x}")
+    if a_end > len(buf):
+        raise MessageFormatError(f"section descriptor at offset {p} runs past the end")
+    return _SYMBOLIC.get(bytes(buf[a:a_end]), -1), a_end
+
+
+def scan(buf: Buffer) -> Scan:
+    """Find the section boundaries, rejecting anything that is not a well-formed section sequence.
+
+    Everything else in this module trusts these offsets, so this is where garbage, truncation
+    and out-of-order sections are caught.
+    """
+    n = len(buf)
+    if not n:
+        raise MessageFormatError("empty message: no sections at offset 0")
+    i = 0
+    last = -1
+    ma_start = ma_end = props_start = props_end = body_start = -1
+    try:
+        while i < n:
+            if buf[i]:
+                raise MessageFormatError(
+                    f"expected a section at offset {i}, found constructor 0x{buf[i]:02x}"
+                )
+            if buf[i + 1] == 0x53:
+                code = buf[i + 2]
+                j = i + 3
+            else:
+                code, j = _descriptor(buf, i + 1)
+            rank = _RANK.get(code)
+            if rank is None:
+                raise MessageFormatError(f"unknown section descriptor {code:#x} at offset {i}")
+            if rank <= last:
+                if rank != last or rank > _SEQUENCE or rank < _DATA:
+                    raise MessageFormatError(f"section {code:#x} at offset {i} is out of order")
+            elif last >= _DATA and rank != _FOOTER:
+                raise MessageFormatError(f"body section {code:#x} at offset {i} mixes body kinds")
+            allowed = _ALLOWED[rank]
+            if allowed is not None and buf[j] not in allowed:
+                raise MessageFormatError(
+                    f"section {code:#x} at offset {i} has a value of constructor 0x{buf[j]:02x}"
+                )
+            width = _WIDTH[buf[j]]
+            if width >= 0:
+                end = j + 1 + width
+            elif width == _V1:
+                end = j + 2 + buf[j + 1]
+            else:
+                end = _skip(buf, j, n)
+            if end > n:
+                raise MessageFormatError(f"section at offset {i} runs past the end ({n} bytes)")
+            if ma_start < 0 and rank >= _MESSAGE_ANN:
+                ma_start = i
+                ma_end = end if rank == _MESSAGE_ANN else i
+            if rank == _PROPERTIES:
+                props_start = i
+                props_end = end
+            elif body_start < 0 and rank >= _DATA:
+                body_start = i
+            last = rank
+            i = end
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"section at offset {i} is truncated") from None
+    if ma_start < 0:
+        ma_start = ma_end = n
+    if body_start < 0:
+        body_start = n
+    return Scan(ma_start, ma_end, props_start, props_end, body_start)
+
+
+def _decode_str(ma: bytes, i: int, end: int, what: str) -> str | None:
+    """Decode a str/sym value at `i` (ending by `end`) in an MA copy, None for any other type."""
+    c = ma[i]
+    if c == 0xA1 or c == 0xA3:
+        a = i + 2
+    elif c == 0xB1 or c == 0xB3:
+        a = i + 5
+    else:
+        return None
+    try:
+        return ma[a:end].decode()
+    except UnicodeDecodeError as e:
+        raise MessageFormatError(f"{what} at offset {i} is not valid UTF-8: {e.reason}") from None
+
+
+def get_to(buf: Buffer, s: Scan) -> str | None:
+    """Return properties.to, the address the router routes on unless an annotation overrides it.
+
+    message-id and user-id are sized inline because _skip's call costs more than the sizing.
+    """
+    p = s.props_start
+    if p < 0:
+        return None
+    end = s.props_end
+    try:
+        i = p + 3 if buf[p + 1] == 0x53 else _descriptor(buf, p + 1)[1]
+        c = buf[i]
+        if c == 0xC0:
+            count = buf[i + 2]
+            k = i + 3
+        elif c == 0xD0:
+            count = _U32(buf, i + 5)[0]
+            k = i + 9
+        else:  # list0 or null: scan admits nothing else here
+            return None
+        if count < 3:
+            return None
+        for _ in (0, 1):
+            width = _WIDTH[buf[k]]
+            if width >= 0:
+                k += 1 + width
+            elif width == _V1:
+                k += 2 + buf[k + 1]
+            else:
+                k = _skip(buf, k, end)
+        if k >= end:
+            raise MessageFormatError(f"properties at offset {p} hold fewer fields than they count")
+        c = buf[k]
+        if c == 0xA1 or c == 0xA3:
+            a = k + 2
+            a_end = a + buf[k + 1]
+        elif c == 0xB1 or c == 0xB3:
+            a = k + 5
+            a_end = a + _U32(buf, k + 1)[0]
+        elif c == 0x40:
+            return None
+        else:
+            raise MessageFormatError(f"properties.to at offset {k} has constructor 0x{c:02x}")
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"properties at offset {p} are truncated") from None
+    if a_end > end:
+        raise MessageFormatError(f"properties.to at offset {k} runs past the properties' end")
+    try:
+        return bytes(buf[a:a_end]).decode()
+    except UnicodeDecodeError as e:
+        raise MessageFormatError(
+            f"properties.to at offset {k} is not valid UTF-8: {e.reason}"
+        ) from None
+
+
+def _split_annotations(buf: Buffer, s: Scan) -> tuple[bytes, list[bytes], int, list[int]]:
+    """Split the MA map into user entries, kept encoded, and router entries, kept as offsets.
+
+    Returns (ma, runs, user_count, router): `ma` is a copy of the section, `runs` the byte runs
+    of consecutive user entries, `user_count` their key and value count, and `router` holds
+    (name offset, value offset, value end) triples into `ma` for each x-opt-qd.* key. Only
+    symbol keys can be router keys, because Qpid Dispatch matches symbols only. Keys are nearly
+    always sym8 and values small scalars, so both are sized inline rather than through _skip.
+    """
+    base = s.ma_start
+    ma = bytes(buf[base : s.ma_end])
+    end = len(ma)  # scan ended the section where the map's size field says the map ends
+    runs: list[bytes] = []
+    router: list[int] = []
+    user = 0
+    try:
+        j = 3 if ma[1] == 0x53 else _descriptor(ma, 1)[1]
+        c = ma[j]
+        if c == 0xC1:
+            count = ma[j + 2]
+            k = j + 3
+        elif c == 0xD1:
+            count = _U32(ma, j + 5)[0]
+            k = j + 9
+        else:  # a described null, the only other value scan lets through
+            return ma, runs, user, router
+        if count & 1:
+            raise MessageFormatError(f"map has an odd item count {count}")
+        run = k
+        for _ in range(count >> 1):
+            c = ma[k]
+            if c == 0xA3:
+                a = k + 2
+                k_end = a + ma[k + 1]
+            else:
+                a = k + 5
+                k_end = _skip(ma, k, end)
+            width = _WIDTH[ma[k_end]]
+            if width >= 0:
+                v_end = k_end + 1 + width
+            elif width == _V1:
+                v_end = k_end + 2 + ma[k_end + 1]
+            else:
+                v_end = _skip(ma, k_end, end)
+            if v_end > end:
+                raise MessageFormatError(f"entry at {k} runs past the map's end {end}")
+            if (c == 0xA3 or c == 0xB3) and ma.startswith(_ROUTER_PREFIX, a, k_end):
+                if k > run:
+                    runs.append(ma[run:k])
+                run = v_end
+                router += (a + _PREFIX_LEN, k_end, v_end)
+            else:
+                user += 2
+            k = v_end
+        if k != end:
+            raise MessageFormatError(f"entries end at {k}, not at the map's end {end}")
+        if end > run:
+            runs.append(ma[run:end])
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"message-annotations at offset {base} are truncated") from None
+    except MessageFormatError as e:
+        raise MessageFormatError(
+            f"in message-annotations at offset {base} (offsets below relative to it): {e}"
+        ) from None
+    return ma, runs, user, router
+
+
+def _trace(ma: bytes, v: int, v_end: int) -> list[str] | None:
+    """Decode a trace list; non-string items are dropped so the rest still prevents loops.
+
+    Hops written by routers are str8, so those are sized and decoded inline.
+    """
+    c = ma[v]
+    if c == 0x45:
+        return []
+    if c == 0xC0:
+        count = ma[v + 2]
+        k = v + 3
+    elif c == 0xD0:
+        count = _U32(ma, v + 5)[0]
+        k = v + 9
+    else:
+        return None
+    hops = []
+    try:
+        for _ in range(count):
+            if ma[k] == 0xA1:
+                k_end = k + 2 + ma[k + 1]
+                hops.append(ma[k + 2 : k_end].decode())
+            else:
+                k_end = _skip(ma, k, v_end)
+                hop = _decode_str(ma, k, k_end, "trace entry")
+                if hop is not None:
+                    hops.append(hop)
+            k = k_end
+    except UnicodeDecodeError as e:
+        raise MessageFormatError(
+            f"trace entry at offset {k} is not valid UTF-8: {e.reason}"
+        ) from None
+    if k != v_end:
+        raise MessageFormatError(f"trace list at offset {v} does not match its size")
+    return hops
+
+
+def read_annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
+    """Read the router's annotations, leaving user annotation values undecoded."""
+    if s.ma_start == s.ma_end:
+        return EMPTY_ANNOTATIONS
+    ma, _, _, router = _split_annotations(buf, s)
+    if not router:
+        return EMPTY_ANNOTATIONS
+    found = RouterAnnotations()
+    found.present = True
+    fields = iter(router)
+    base = s.ma_start
+    try:
+        for a, v, v_end in zip(fields, fields, fields, strict=True):
+            name = ma[a:v]
+            if name == b"ingress":
+                found.ingress = _decode_str(ma, v, v_end, "x-opt-qd.ingress")
+            elif name == b"trace":
+                found.trace = _trace(ma, v, v_end)
+            elif name == b"to":
+                found.to = _decode_str(ma, v, v_end, "x-opt-qd.to")
+            elif name == b"phase":
+                signed = _INTS.get(ma[v])
+                if signed is not None:
+                    found.phase = int.from_bytes(ma[v + 1 : v_end], signed=signed)
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"message-annotations at offset {base} are truncated") from None
+    except MessageFormatError as e:
+        raise MessageFormatError(
+            f"in message-annotations at offset {base} (offsets below relative to it): {e}"
+        ) from None
+    return found
+
+
+def _encode_str(value: str) -> bytes:
+    data = value.encode()
+    n = len(data)
+    return _STR8[n] + data if n < 256 else b"\xb1" + n.to_bytes(4) + data
+
+
+def _router_entries(
+    ingress: str | None, trace: list[str] | None, to: str | None, phase: int | None
+) -> list[bytes]:
+    """Encode the router annotations to write, each in its smallest encoding."""
+    out = []
+    if ingress is not None:
+        out += (_K_INGRESS, _encode_str(ingress))
+    if trace is not None:
+        hops = b"".join([_encode_str(hop) for hop in trace])
+        if not trace:
+            encoded = b"\x45"
+        elif len(hops) < 255 and len(trace) < 256:
+            encoded = bytes((0xC0, len(hops) + 1, len(trace))) + hops
+        else:
+            encoded = b"\xd0" + _PACK_U32_PAIR(len(hops) + 4, len(trace)) + hops
+        out += (_K_TRACE, encoded)
+    if to is not None:
+        out += (_K_TO, _encode_str(to))
+    if phase:
+        if -128 <= phase < 128:
+            encoded = bytes((0x54, phase & 0xFF))
+        else:
+            encoded = b"\x71" + phase.to_bytes(4, signed=True)
+        out += (_K_PHASE, encoded)
+    return out
+
+
+def rewrite(
+    buf: Buffer,
+    s: Scan,
+    *,
+    ingress: str | None = None,
+    trace: list[str] | None = None,
+    to: str | None = None,
+    phase: int | None = None,
+) -> bytes:
+    """Return the message with its router annotations replaced by the given ones.
+
+    The new map holds the user annotations, then the given router annotations that are not None
+    (phase only if non-zero). User annotations are copied as encoded, so values this module
+    cannot decode survive intact, and every other section is copied byte for byte. A map left
+    empty is dropped rather than encoded, because an empty section only costs bytes on the wire.
+    """
+    pieces = _router_entries(ingress, trace, to, phase)
+    count = len(pieces)
+    start = s.ma_start
+    ma_end = s.ma_end
+    if start != ma_end:
+        _, runs, user, router = _split_annotations(buf, s)
+        if not router and not count and user:
+            return bytes(buf)
+        pieces = runs + pieces
+        count += user
+    elif not count:
+        return bytes(buf)
+    # Large messages are sliced through a memoryview so their bytes are copied once, by join.
+    view = memoryview(buf) if len(buf) > 4096 else buf
+    if not count:
+        return b"".join((view[:start], view[ma_end:]))
+    size = sum(map(len, pieces))
+    if size < 255 and count < 256:
+        head = _MA_MAP8 + bytes((size + 1, count))
+    else:
+        head = _MA_MAP32 + _PACK_U32_PAIR(size + 4, count)
+    return b"".join((view[:start], head, *pieces, view[ma_end:]))

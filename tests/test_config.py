@@ -1,0 +1,485 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router.config import (
+    Address,
+    ConfigError,
+    Listener,
+    RouterConfig,
+    config_schema,
+    load_config,
+    validate_config,
+)
+
+
+def config(**sections: Any) -> dict[str, Any]:
+    return {"router": {"id": "R1"}, **sections}
+
+
+def error_of(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(data)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_only_an_id_gives_every_default() -> None:
+    cfg = validate_config({"router": {"id": "R1"}})
+    assert cfg.router.id == "R1"
+    assert cfg.router.mode == "standalone"
+    assert cfg.listeners == []
+    assert cfg.addresses == []
+
+
+def test_listener_defaults() -> None:
+    lsn = validate_config(config(listeners=[{}])).listeners[0]
+    assert lsn.model_dump() == {
+        "name": "listener/0.0.0.0:5672",
+        "host": "0.0.0.0",
+        "port": 5672,
+        "role": "normal",
+        "linkCapacity": 250,
+        "saslMechanisms": ["ANONYMOUS"],
+        "authenticatePeer": False,
+        "idleTimeoutSeconds": 16,
+        "maxFrameSize": 16384,
+        "stripAnnotations": "both",
+    }
+
+
+def test_address_defaults() -> None:
+    addr = validate_config(config(addresses=[{"prefix": "orders"}])).addresses[0]
+    assert addr.model_dump() == {
+        "prefix": "orders",
+        "pattern": None,
+        "distribution": "balanced",
+        "undeliverable": "drop",
+        "holdTimeoutSeconds": 30.0,
+        "fallbackAddress": None,
+        "priority": -1,
+    }
+
+
+@pytest.mark.parametrize("mode", ["standalone", "interior", "edge"])
+def test_modes(mode: str) -> None:
+    assert validate_config({"router": {"id": "R1", "mode": mode}}).router.mode == mode
+
+
+@pytest.mark.parametrize("role", ["normal", "inter-router", "edge", "route-container"])
+def test_roles(role: str) -> None:
+    assert Listener.model_validate({"role": role}).role == role
+
+
+@pytest.mark.parametrize("strip", ["in", "out", "both", "no"])
+def test_strip_annotations(strip: str) -> None:
+    assert Listener.model_validate({"stripAnnotations": strip}).stripAnnotations == strip
+
+
+@pytest.mark.parametrize("distribution", ["closest", "balanced", "multicast"])
+def test_distributions(distribution: str) -> None:
+    addr = Address.model_validate({"prefix": "a", "distribution": distribution})
+    assert addr.distribution == distribution
+
+
+@pytest.mark.parametrize(
+    ("fields", "undeliverable"),
+    [
+        ({"undeliverable": "drop"}, "drop"),
+        ({"undeliverable": "hold", "holdTimeoutSeconds": 2.5}, "hold"),
+        ({"undeliverable": "redirect", "fallbackAddress": "spill"}, "redirect"),
+    ],
+)
+def test_undeliverable(fields: dict[str, Any], undeliverable: str) -> None:
+    assert Address.model_validate({"prefix": "a", **fields}).undeliverable == undeliverable
+
+
+@pytest.mark.parametrize(
+    ("value", "mechanisms"),
+    [
+        (["ANONYMOUS"], ["ANONYMOUS"]),
+        (["PLAIN"], ["PLAIN"]),
+        ("ANONYMOUS PLAIN", ["ANONYMOUS", "PLAIN"]),
+        ("  PLAIN  ", ["PLAIN"]),
+        ("anonymous", ["ANONYMOUS"]),
+    ],
+)
+def test_sasl_mechanisms(value: object, mechanisms: list[str]) -> None:
+    assert Listener.model_validate({"saslMechanisms": value}).saslMechanisms == mechanisms
+
+
+@pytest.mark.parametrize(("value", "port"), [(5673, 5673), ("amqp", 5672), ("5674", 5674)])
+def test_ports(value: object, port: int) -> None:
+    assert Listener.model_validate({"port": value}).port == port
+
+
+def test_ipv6_host_loses_its_brackets_and_keeps_them_in_the_name() -> None:
+    for host in ("::1", "[::1]"):
+        lsn = Listener.model_validate({"host": host, "port": 5673})
+        assert lsn.host == "::1"
+        assert lsn.name == "listener/[::1]:5673"
+        assert lsn.address == "[::1]:5673"
+
+
+def test_explicit_listener_name_is_kept() -> None:
+    assert Listener.model_validate({"name": "amqp-public"}).name == "amqp-public"
+
+
+def test_authenticate_peer_with_plain() -> None:
+    lsn = Listener.model_validate({"authenticatePeer": True, "saslMechanisms": "PLAIN"})
+    assert lsn.authenticatePeer
+
+
+@pytest.mark.parametrize("prefix", ["orders", "a.b", "a/b", "a.b/c"])
+def test_valid_prefixes(prefix: str) -> None:
+    assert Address.model_validate({"prefix": prefix}).prefix == prefix
+
+
+@pytest.mark.parametrize("pattern", ["a.*.c", "#", "a/#", "*.b", "a.#.z", "sensors.*.temp"])
+def test_valid_patterns(pattern: str) -> None:
+    assert Address.model_validate({"pattern": pattern}).pattern == pattern
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "router: required"),
+        ({"router": {}}, "router.id: required"),
+        (
+            {"router": {"id": "R 1"}},
+            "router.id: 'R 1' is not a valid router id (non-empty, no whitespace, no '/')",
+        ),
+        (
+            {"router": {"id": "a/b"}},
+            "router.id: 'a/b' is not a valid router id (non-empty, no whitespace, no '/')",
+        ),
+        (
+            {"router": {"id": ""}},
+            "router.id: '' is not a valid router id (non-empty, no whitespace, no '/')",
+        ),
+        (
+            {"router": {"id": "R1", "mode": "mesh"}},
+            "router.mode: 'mesh' is invalid: input should be 'standalone', 'interior' or 'edge'",
+        ),
+        ({"router": {"id": "R1", "colour": "red"}}, "router.colour: unknown key"),
+        ({"router": {"id": "R1"}, "connectors": []}, "connectors: unknown key"),
+        (
+            config(listeners=[{"port": "abc"}]),
+            """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
+        ),
+        (
+            config(listeners=[{"port": 0}]),
+            """listeners[0].port: 0 is not a valid port (1..65535 or "amqp")""",
+        ),
+        (
+            config(listeners=[{"port": 65536}]),
+            """listeners[0].port: 65536 is not a valid port (1..65535 or "amqp")""",
+        ),
+        (
+            config(listeners=[{"port": True}]),
+            """listeners[0].port: True is not a valid port (1..65535 or "amqp")""",
+        ),
+        (
+            config(listeners=[{"host": "bad host"}]),
+            "listeners[0].host: 'bad host' is not a valid host (an IPv4/IPv6 literal or a host"
+            " name)",
+        ),
+        (
+            config(listeners=[{"name": " "}]),
+            "listeners[0].name: ' ' is not a valid name (leave it out to get the default)",
+        ),
+        (
+            config(listeners=[{"role": "client"}]),
+            "listeners[0].role: 'client' is invalid: input should be 'normal', 'inter-router',"
+            " 'edge' or 'route-container'",
+        ),
+        (
+            config(listeners=[{"linkCapacity": 0}]),
+            "listeners[0].linkCapacity: 0 is invalid: input should be greater than 0",
+        ),
+        (
+            config(listeners=[{"saslMechanisms": "ANONYMOUS GSSAPI"}]),
+            "listeners[0].saslMechanisms[1]: 'GSSAPI' is invalid: input should be 'ANONYMOUS'"
+            " or 'PLAIN'",
+        ),
+        (
+            config(listeners=[{"saslMechanisms": []}]),
+            "listeners[0].saslMechanisms: [] is invalid: value should have at least 1 item",
+        ),
+        (
+            config(listeners=[{"authenticatePeer": "perhaps"}]),
+            "listeners[0].authenticatePeer: 'perhaps' is invalid: input should be a valid boolean",
+        ),
+        (
+            config(listeners=[{"authenticatePeer": True}]),
+            "listeners[0]: authenticatePeer requires a mechanism other than ANONYMOUS",
+        ),
+        (
+            config(listeners=[{"idleTimeoutSeconds": -1}]),
+            "listeners[0].idleTimeoutSeconds: -1 is invalid: input should be greater than or"
+            " equal to 0",
+        ),
+        (
+            config(listeners=[{"maxFrameSize": 511}]),
+            "listeners[0].maxFrameSize: 511 is invalid: input should be greater than or equal"
+            " to 512",
+        ),
+        (
+            config(listeners=[{"stripAnnotations": "all"}]),
+            "listeners[0].stripAnnotations: 'all' is invalid: input should be 'in', 'out', 'both'"
+            " or 'no'",
+        ),
+        (
+            config(listeners=[{"prot": 5672}]),
+            "listeners[0].prot: unknown key",
+        ),
+        (
+            config(listeners=[{}, {"host": "0.0.0.0", "port": "amqp"}]),
+            "listeners[1]: duplicate 0.0.0.0:5672 (also listeners[0])",
+        ),
+        (
+            config(listeners=[{"name": "x", "port": 1}, {"name": "x", "port": 2}]),
+            "listeners[1]: duplicate name 'x' (also listeners[0])",
+        ),
+        (
+            config(listeners=["127.0.0.1:5672"]),
+            "listeners[0]: '127.0.0.1:5672' is invalid: input should be a valid dictionary",
+        ),
+        (
+            config(addresses=[{"prefix": "a"}, {"prefix": "a", "pattern": "a.*"}]),
+            "addresses[1]: exactly one of prefix or pattern is required",
+        ),
+        (
+            config(addresses=[{"distribution": "closest"}]),
+            "addresses[0]: exactly one of prefix or pattern is required",
+        ),
+        (
+            config(addresses=[{"prefix": "a.*"}]),
+            "addresses[0].prefix: 'a.*' is not a valid prefix: use pattern for wildcards",
+        ),
+        (
+            config(addresses=[{"prefix": ""}]),
+            "addresses[0].prefix: '' is not a valid prefix: tokens separated by '.' or '/' must"
+            " be non-empty and contain no spaces",
+        ),
+        (
+            config(addresses=[{"pattern": "a..b"}]),
+            "addresses[0].pattern: 'a..b' is not a valid pattern: tokens separated by '.' or '/'"
+            " must be non-empty and contain no spaces",
+        ),
+        (
+            config(addresses=[{"pattern": "a.b*"}]),
+            "addresses[0].pattern: 'a.b*' is not a valid pattern: '*' and '#' must be whole tokens",
+        ),
+        (
+            config(addresses=[{"pattern": "a b"}]),
+            "addresses[0].pattern: 'a b' is not a valid pattern",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "distribution": "fanout"}]),
+            "addresses[0].distribution: 'fanout' is invalid: input should be 'closest',"
+            " 'balanced' or 'multicast'",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "undeliverable": "bounce"}]),
+            "addresses[0].undeliverable: 'bounce' is invalid: input should be 'drop', 'hold'"
+            " or 'redirect'",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "undeliverable": "redirect"}]),
+            "addresses[0]: fallbackAddress is required when undeliverable is redirect",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "undeliverable": "hold", "fallbackAddress": "b"}]),
+            "addresses[0]: fallbackAddress 'b' is only allowed when undeliverable is redirect,"
+            " not hold",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "fallbackAddress": "b"}]),
+            "addresses[0]: fallbackAddress 'b' is only allowed when undeliverable is redirect,"
+            " not drop",
+        ),
+        (
+            config(
+                addresses=[{"prefix": "a", "undeliverable": "redirect", "fallbackAddress": "b c"}]
+            ),
+            "addresses[0].fallbackAddress: 'b c' is not a valid address",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "holdTimeoutSeconds": 0}]),
+            "addresses[0].holdTimeoutSeconds: 0 is invalid: input should be greater than 0",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "priority": 10}]),
+            "addresses[0].priority: 10 is invalid: input should be less than or equal to 9",
+        ),
+        (
+            config(addresses=[{"prefix": "a", "priority": -2}]),
+            "addresses[0].priority: -2 is invalid: input should be greater than or equal to -1",
+        ),
+        (
+            config(addresses=[{"pattern": "a.*"}, {"pattern": "a.*"}]),
+            "addresses[1]: duplicate pattern:a.* (also addresses[0])",
+        ),
+    ],
+)
+def test_error_names_field_and_value(data: dict[str, Any], message: str) -> None:
+    assert error_of(data).startswith(message)
+
+
+def test_several_errors_share_one_line() -> None:
+    message = error_of(config(listeners=[{"port": "abc", "role": "x"}], addresses=[{}]))
+    assert message.split("; ") == [
+        """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
+        "listeners[0].role: 'x' is invalid: input should be 'normal', 'inter-router', 'edge'"
+        " or 'route-container'",
+        "addresses[0]: exactly one of prefix or pattern is required",
+    ]
+
+
+def test_long_values_are_shortened() -> None:
+    message = error_of(config(listeners=[{"role": "x" * 500}]))
+    assert len(message) < 200
+
+
+EXAMPLE_YAML = """\
+router: {id: R1, mode: interior}
+listeners:
+  - {host: 127.0.0.1, port: 5672, role: normal, linkCapacity: 100, saslMechanisms: [ANONYMOUS],
+     authenticatePeer: false, idleTimeoutSeconds: 16, maxFrameSize: 16384, stripAnnotations: both}
+  - host: ::1
+    port: amqp
+    role: inter-router
+    saslMechanisms: ANONYMOUS PLAIN
+    stripAnnotations: no
+addresses:
+  - {prefix: orders, distribution: closest}
+  - {pattern: "sensors.*.temp", distribution: multicast}
+  - {prefix: jobs, distribution: balanced, undeliverable: hold, holdTimeoutSeconds: 30}
+  - {prefix: audit, undeliverable: redirect, fallbackAddress: audit.fallback}
+"""
+
+
+def check_example(cfg: RouterConfig) -> None:
+    assert cfg.router.id == "R1"
+    assert cfg.router.mode == "interior"
+    first, second = cfg.listeners
+    assert (first.host, first.port, first.linkCapacity) == ("127.0.0.1", 5672, 100)
+    assert (second.host, second.port, second.role) == ("::1", 5672, "inter-router")
+    assert second.saslMechanisms == ["ANONYMOUS", "PLAIN"]
+    assert second.stripAnnotations == "no"
+    assert [a.key for a in cfg.addresses] == [
+        "prefix:orders",
+        "pattern:sensors.*.temp",
+        "prefix:jobs",
+        "prefix:audit",
+    ]
+    assert cfg.addresses[2].holdTimeoutSeconds == 30
+    assert cfg.addresses[3].fallbackAddress == "audit.fallback"
+
+
+@pytest.mark.parametrize("name", ["router.yaml", "router.yml", "router.conf"])
+def test_yaml_file(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(EXAMPLE_YAML)
+    check_example(load_config(path))
+
+
+def test_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "router.JSON"
+    data = {
+        "router": {"id": "R1", "mode": "interior"},
+        "listeners": [
+            {"host": "127.0.0.1", "port": 5672, "linkCapacity": 100},
+            {
+                "host": "::1",
+                "port": "amqp",
+                "role": "inter-router",
+                "saslMechanisms": "ANONYMOUS PLAIN",
+                "stripAnnotations": "no",
+            },
+        ],
+        "addresses": [
+            {"prefix": "orders", "distribution": "closest"},
+            {"pattern": "sensors.*.temp", "distribution": "multicast"},
+            {"prefix": "jobs", "undeliverable": "hold", "holdTimeoutSeconds": 30},
+            {"prefix": "audit", "undeliverable": "redirect", "fallbackAddress": "audit.fallback"},
+        ],
+    }
+    path.write_text(json.dumps(data))
+    check_example(load_config(str(path)))
+
+
+def test_a_dumped_config_loads_back_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text(EXAMPLE_YAML)
+    cfg = load_config(path)
+    again = tmp_path / "again.json"
+    again.write_text(cfg.model_dump_json())
+    assert load_config(again) == cfg
+
+
+def test_field_errors_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text("router: {id: R1}\nlisteners:\n  - {port: abc}\n")
+    with pytest.raises(ConfigError, match=r"^listeners\[0\]\.port: 'abc' is not a valid port"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("r.yaml", "router: [\n", "invalid YAML: line 2 column 1: expected the node content"),
+        (
+            "r.yaml",
+            "router:\n  id: a\n  id: b\n",
+            "invalid YAML: line 3 column 3: duplicate key 'id'",
+        ),
+        ("r.json", '{"router": {"id": "R1",}}', ":1:24: invalid JSON: Expecting property name"),
+        ("r.json", '{"router": {}, "router": {}}', "invalid JSON: duplicate key 'router'"),
+        ("r.yaml", "- a\n- b\n", "the top level must be a mapping, not list"),
+        ("r.json", "[]", "the top level must be a mapping, not list"),
+    ],
+)
+def test_unreadable_files(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(str(path))
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"cannot read config file {str(path)!r}: No such file or directory"
+
+
+def test_empty_file_reports_missing_router(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    with pytest.raises(ConfigError, match=r"^router: required$"):
+        load_config(path)
+
+
+def test_schema_describes_the_file() -> None:
+    schema = config_schema()
+    assert set(schema["properties"]) == {"router", "listeners", "addresses"}
+    assert schema["additionalProperties"] is False
+    listener = schema["$defs"]["Listener"]
+    assert {"type": "string", "pattern": r"^(\d+|amqp)$"} in listener["properties"]["port"]["anyOf"]
+    assert listener["properties"]["linkCapacity"]["default"] == 250
+    assert set(schema["$defs"]["Address"]["properties"]["distribution"]["enum"]) == {
+        "closest",
+        "balanced",
+        "multicast",
+    }
+    json.dumps(schema)

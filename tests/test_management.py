@@ -1,0 +1,507 @@
+"""The management agent, driven with requests shaped exactly as qdstat and qdmanage send them.
+
+Dispatch's client (`qpid_dispatch/management/client.py`, used by both tools) sends node requests
+with application properties `operation`, `name="self"`, `type="org.amqp.management"` plus
+`entityType`/`offset`/`count` for QUERY (None values dropped), entity requests with `operation`,
+`type` and `name` or `identity`, a body that is the given map or `{}`, and, through proton's
+SyncRequestResponse, a dynamic `reply_to` and a string correlation id, with no `to`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import proton
+import pytest
+
+from router.management import (
+    ADDRESS,
+    CONNECTION,
+    ENTITY_ATTRIBUTES,
+    LINK,
+    LISTENER,
+    MANAGEMENT,
+    NODE,
+    ROUTER,
+    Agent,
+)
+from router.stats import RouterStats
+
+REPLY_TO = "amqp:/_topo/0/R1/temp.Xyz"
+QDSTAT_G = [
+    "id",
+    "mode",
+    "version",
+    "workerThreads",
+    "uptimeSeconds",
+    "memoryUsage",
+    "area",
+    "linkRouteCount",
+    "autoLinkCount",
+    "linkCount",
+    "nodeCount",
+    "addrCount",
+    "connectionCount",
+    "presettledDeliveries",
+    "droppedPresettledDeliveries",
+    "acceptedDeliveries",
+    "rejectedDeliveries",
+    "releasedDeliveries",
+    "modifiedDeliveries",
+    "deliveriesDelayed1Sec",
+    "deliveriesDelayed10Sec",
+    "deliveriesStuck",
+    "deliveriesRedirectedToFallback",
+    "deliveriesIngress",
+    "deliveriesEgress",
+    "deliveriesTransit",
+    "deliveriesIngressRouteContainer",
+    "deliveriesEgressRouteContainer",
+]
+QDSTAT_L = [
+    "linkType",
+    "linkDir",
+    "connectionId",
+    "identity",
+    "peer",
+    "owningAddr",
+    "capacity",
+    "undeliveredCount",
+    "unsettledCount",
+    "deliveryCount",
+    "presettledCount",
+    "droppedPresettledCount",
+    "acceptedCount",
+    "rejectedCount",
+    "releasedCount",
+    "modifiedCount",
+    "deliveriesDelayed1Sec",
+    "deliveriesDelayed10Sec",
+    "deliveriesStuck",
+    "creditAvailable",
+    "zeroCreditSeconds",
+    "adminStatus",
+    "operStatus",
+    "linkName",
+    "priority",
+    "settleRate",
+]
+
+
+def router_row() -> dict[str, Any]:
+    stats = RouterStats(acceptedDeliveries=7, deliveriesIngress=9)
+    return {
+        "name": "router/R1",
+        "identity": "router/R1",
+        "id": "R1",
+        "mode": "interior",
+        "version": "0.1.0",
+        "workerThreads": 1,
+        "uptimeSeconds": 12,
+        "memoryUsage": 1 << 20,
+        "area": "0",
+        "linkRouteCount": 0,
+        "autoLinkCount": 0,
+        "linkCount": 3,
+        "nodeCount": 1,
+        "addrCount": 4,
+        "connectionCount": 2,
+        **stats.as_dict(),
+    }
+
+
+def link_rows(n: int) -> list[dict[str, Any]]:
+    return [
+        {"identity": str(i), "name": f"link-{i}", "linkDir": "in", "deliveryCount": i}
+        for i in range(n)
+    ]
+
+
+def make_agent(links: int = 3, **overrides: Any) -> Agent:
+    entities = {
+        ROUTER: lambda: [router_row()],
+        CONNECTION: lambda: [{"identity": "1", "host": "127.0.0.1:40000", "container": "c1"}],
+        LINK: lambda: link_rows(links),
+        ADDRESS: lambda: [{"name": "M0orders", "key": "M0orders", "priority": -1}],
+        LISTENER: lambda: [{"name": "amqp", "host": "0.0.0.0", "port": "5672"}],
+        **overrides,
+    }
+    return Agent("R1", entities, lambda: ["amqp:/_topo/0/R1/$management"])
+
+
+def request(
+    body: Any = None, *, reply_to: str | None = REPLY_TO, **properties: Any
+) -> proton.Message:
+    """A request as the stock tools build it, decoded from the wire as the engine sees it."""
+    message = proton.Message(
+        reply_to=reply_to,
+        correlation_id="1",
+        properties={k: v for k, v in properties.items() if v is not None},
+        body=body or {},
+    )
+    received = proton.Message()
+    received.decode(message.encode())
+    return received
+
+
+def node_request(body: Any = None, **properties: Any) -> proton.Message:
+    return request(body, name="self", type="org.amqp.management", **properties)
+
+
+def call(agent: Agent, message: proton.Message) -> proton.Message:
+    response = agent.handle(message)
+    assert response is not None
+    received = proton.Message()
+    received.decode(response.encode())
+    assert received.address == message.reply_to
+    return received
+
+
+def status(response: proton.Message) -> int:
+    code = response.properties["statusCode"]
+    assert isinstance(code, proton.int32)  # Dispatch sends an AMQP int
+    assert isinstance(response.properties["statusDescription"], str)
+    return code
+
+
+def query(agent: Agent, entity_type: str | None, names: list[str] | None = None, **paging: Any):
+    response = call(
+        agent,
+        node_request(
+            {"attributeNames": names or []}, operation="QUERY", entityType=entity_type, **paging
+        ),
+    )
+    assert status(response) == 200, response.properties
+    return response.body
+
+
+def rows(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the tools do with a QUERY answer: zip the names with each row."""
+    return [dict(zip(body["attributeNames"], row, strict=True)) for row in body["results"]]
+
+
+# ----- schema ------------------------------------------------------------------------------
+
+
+def test_entity_attributes_follow_dispatch() -> None:
+    for entity_type, names in ENTITY_ATTRIBUTES.items():
+        assert len(set(names)) == len(names), entity_type
+        assert {"name", "identity", "type"} <= set(names), entity_type
+    assert set(QDSTAT_G) <= set(ENTITY_ATTRIBUTES[ROUTER])
+    assert set(QDSTAT_L) <= set(ENTITY_ATTRIBUTES[LINK])
+    # The router's counters are RouterStats', not a copy that could drift.
+    counters = [f.name for f in fields(RouterStats)]
+    start = ENTITY_ATTRIBUTES[ROUTER].index(counters[0])
+    assert list(ENTITY_ATTRIBUTES[ROUTER][start : start + len(counters)]) == counters
+    # C-agent types lead with name and identity; Python-agent types end with the base three.
+    assert ENTITY_ATTRIBUTES[CONNECTION][:2] == ("name", "identity")
+    assert ENTITY_ATTRIBUTES[LISTENER][-3:] == ("name", "identity", "type")
+
+
+def test_unknown_entity_type_in_constructor() -> None:
+    with pytest.raises(ValueError):
+        Agent("R1", {"org.apache.qpid.dispatch.bogus": list}, list)
+
+
+# ----- QUERY -------------------------------------------------------------------------------
+
+
+def test_qdstat_general() -> None:
+    body = query(make_agent(), ROUTER, offset=0, count=500)
+    assert body["attributeNames"] == list(ENTITY_ATTRIBUTES[ROUTER])
+    [router] = rows(body)
+    for name in QDSTAT_G:
+        assert router[name] is not None, name
+    assert router["id"] == "R1"
+    assert router["acceptedDeliveries"] == 7
+    assert router["type"] == ROUTER
+
+
+def test_query_named_attributes_keep_request_order_and_unknowns_are_null() -> None:
+    names = ["name", "identity", "noSuchAttribute", "type", "deliveryCount"]
+    body = query(make_agent(), LINK, names)
+    assert body["attributeNames"] == names
+    assert body["results"][1] == ["link-1", "1", None, LINK, 1]
+
+
+def test_qdstat_links_columns() -> None:
+    body = query(make_agent(), LINK, QDSTAT_L, offset=0, count=500)
+    assert body["attributeNames"] == QDSTAT_L
+    assert [row["identity"] for row in rows(body)] == ["0", "1", "2"]
+
+
+def test_short_entity_type() -> None:
+    assert query(make_agent(), "router")["attributeNames"] == list(ENTITY_ATTRIBUTES[ROUTER])
+    assert rows(query(make_agent(), "router.address"))[0]["name"] == "M0orders"
+
+
+def test_name_and_identity_default_to_each_other() -> None:
+    agent = make_agent()
+    [conn] = rows(query(agent, CONNECTION, ["name", "identity", "type"]))
+    assert conn == {"name": "1", "identity": "1", "type": CONNECTION}
+    [listener] = rows(query(agent, LISTENER, ["name", "identity"]))
+    assert listener == {"name": "amqp", "identity": "amqp"}
+
+
+def test_paging_like_the_client() -> None:
+    """The client asks for pages of up to 500 until a page comes back short."""
+    agent = make_agent(links=1203)
+    collected: list[list[Any]] = []
+    offset, pages = 0, 0
+    while True:
+        body = query(agent, LINK, ["identity"], offset=offset, count=500)
+        collected += body["results"]
+        pages += 1
+        if len(body["results"]) < 500:
+            break
+        offset += 500
+    assert pages == 3
+    assert collected == [[str(i)] for i in range(1203)]
+
+
+@pytest.mark.parametrize(
+    ("paging", "identities"),
+    [
+        ({}, ["0", "1", "2"]),
+        ({"offset": 1}, ["1", "2"]),
+        ({"count": 2}, ["0", "1"]),
+        ({"offset": 2, "count": 5}, ["2"]),
+        ({"offset": 9}, []),
+        ({"count": 0}, []),
+        ({"count": -1}, ["0", "1", "2"]),
+    ],
+)
+def test_offset_and_count(paging: dict[str, int], identities: list[str]) -> None:
+    body = query(make_agent(), LINK, ["identity"], **paging)
+    assert [row[0] for row in body["results"]] == identities
+
+
+def test_type_without_rows_or_provider_is_empty() -> None:
+    body = query(make_agent(), NODE)
+    assert body == {"attributeNames": list(ENTITY_ATTRIBUTES[NODE]), "results": []}
+    assert query(make_agent(**{LINK: list}), LINK)["results"] == []
+
+
+def test_query_without_entity_type_covers_every_entity() -> None:
+    body = query(make_agent(links=1), None, ["type", "name"])
+    assert sorted(map(tuple, body["results"])) == sorted(
+        [
+            (ROUTER, "router/R1"),
+            (CONNECTION, "1"),
+            (LINK, "link-0"),
+            (ADDRESS, "M0orders"),
+            (LISTENER, "amqp"),
+            (MANAGEMENT, "self"),
+        ]
+    )
+    everything = query(make_agent(links=1), None)
+    assert len(everything["attributeNames"]) == len(set(everything["attributeNames"]))
+    assert set(ENTITY_ATTRIBUTES[ROUTER]) <= set(everything["attributeNames"])
+
+
+def test_query_of_a_base_type() -> None:
+    body = query(make_agent(links=1), "org.apache.qpid.dispatch.operationalEntity")
+    assert body["attributeNames"] == ["name", "identity", "type"]
+    assert {row[2] for row in body["results"]} == {CONNECTION, LINK, ADDRESS, MANAGEMENT}
+
+
+def test_entity_type_may_come_in_type_as_dispatch_c_agent_accepts() -> None:
+    response = call(make_agent(), request({}, operation="QUERY", type=ROUTER))
+    assert status(response) == 200
+    assert response.body["attributeNames"] == list(ENTITY_ATTRIBUTES[ROUTER])
+
+
+def test_operation_is_case_insensitive_and_body_may_be_missing() -> None:
+    message = node_request(operation="query", entityType=ROUTER)
+    message.body = None
+    response = call(make_agent(), message)
+    assert status(response) == 200
+    assert len(response.body["results"]) == 1
+
+
+# ----- READ --------------------------------------------------------------------------------
+
+
+def test_read_by_identity_and_by_name() -> None:
+    agent = make_agent()
+    response = call(agent, request(operation="READ", type=LINK, identity="2"))
+    assert status(response) == 200
+    assert list(response.body) == list(ENTITY_ATTRIBUTES[LINK])
+    assert response.body["linkName"] is None and response.body["name"] == "link-2"
+    by_name = call(agent, request(operation="READ", type="listener", name="amqp"))
+    assert status(by_name) == 200
+    assert by_name.body["port"] == "5672"
+    untyped = call(agent, request(operation="READ", name="router/R1"))
+    assert untyped.body["id"] == "R1"
+
+
+def test_read_the_management_node() -> None:
+    for message in (request(operation="READ"), node_request(operation="READ")):
+        response = call(make_agent(), message)
+        assert status(response) == 200
+        assert response.body == {"name": "self", "identity": "self", "type": MANAGEMENT}
+
+
+@pytest.mark.parametrize(
+    ("properties", "code"),
+    [
+        ({"type": LINK, "identity": "99"}, 404),
+        ({"type": ROUTER, "name": "link-1"}, 404),
+        ({"name": "nothing"}, 404),
+        ({"type": LINK}, 400),
+        ({"type": LINK, "identity": "1", "name": "link-2"}, 400),
+        ({"identity": "1"}, 400),  # a connection and a link share identity 1
+        ({"type": "bogus", "name": "x"}, 400),
+    ],
+)
+def test_read_failures(properties: dict[str, str], code: int) -> None:
+    response = call(make_agent(), request(operation="READ", **properties))
+    assert status(response) == code
+    assert response.properties["statusDescription"]
+    assert response.body == {}
+
+
+# ----- node operations ---------------------------------------------------------------------
+
+
+def test_get_mgmt_nodes() -> None:
+    remote = "amqp:/_topo/0/R2/$management"
+    agent = Agent("R1", {}, lambda: [remote, "amqp:/_topo/0/R1/$management"])
+    response = call(agent, node_request(operation="GET-MGMT-NODES"))
+    assert status(response) == 200
+    # Own node first and once; qdstat takes the router id from the fourth path segment.
+    assert response.body == ["amqp:/_topo/0/R1/$management", remote]
+    assert [node.split("/")[3] for node in response.body] == ["R1", "R2"]
+
+
+def test_get_types() -> None:
+    everything = call(make_agent(), node_request(operation="GET-TYPES")).body
+    assert everything[ROUTER] == [
+        "org.apache.qpid.dispatch.configurationEntity",
+        "org.apache.qpid.dispatch.entity",
+    ]
+    assert "org.amqp.management" in everything[MANAGEMENT]
+    operational = call(
+        make_agent(),
+        node_request(operation="GET-TYPES", entityType="operationalEntity"),
+    ).body
+    assert set(operational) == {
+        "org.apache.qpid.dispatch.operationalEntity",
+        "org.amqp.management",
+        MANAGEMENT,
+        CONNECTION,
+        LINK,
+        ADDRESS,
+        NODE,
+    }
+
+
+def test_get_attributes_and_operations() -> None:
+    agent = make_agent()
+    attributes = call(agent, node_request(operation="GET-ATTRIBUTES", entityType="router")).body
+    assert attributes == {ROUTER: list(ENTITY_ATTRIBUTES[ROUTER])}
+    operations = call(agent, node_request(operation="GET-OPERATIONS")).body
+    assert operations[ROUTER] == ["READ"]
+    assert "QUERY" in operations["org.amqp.management"]
+    assert "CREATE" not in operations[LISTENER]  # only what we really perform
+    annotations = call(agent, node_request(operation="GET-ANNOTATIONS"))
+    assert (status(annotations), annotations.body) == (200, {})
+
+
+# ----- not implemented, errors -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # qdmanage create --type=address prefix=foo distribution=closest
+        lambda: request(
+            {"prefix": "foo", "distribution": "closest"},
+            operation="CREATE",
+            type="org.apache.qpid.dispatch.router.config.address",
+            name="foo",
+        ),
+        lambda: request({"adminStatus": "disabled"}, operation="UPDATE", type=LINK, identity="1"),
+        lambda: request(operation="DELETE", type=LISTENER, name="amqp"),
+    ],
+)
+def test_changes_are_not_implemented(message: Any) -> None:
+    response = call(make_agent(), message())
+    assert status(response) == 501
+    assert "not implemented" in response.properties["statusDescription"]
+
+
+def test_unknown_operation() -> None:
+    response = call(make_agent(), node_request(operation="GET-SCHEMA"))
+    assert status(response) == 501
+    assert "GET-SCHEMA" in response.properties["statusDescription"]
+
+
+def garbage_properties() -> proton.Message:
+    message = request(operation="QUERY")
+    message.properties = ["operation", "QUERY"]  # type: ignore[assignment]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        (lambda: request(), 400),  # no application properties at all
+        (lambda: node_request(), 400),  # no operation
+        (lambda: node_request(operation=7), 400),
+        (garbage_properties, 400),
+        (lambda: node_request("garbage", operation="QUERY", entityType=ROUTER), 400),
+        (lambda: node_request(["id"], operation="QUERY", entityType=ROUTER), 400),
+        (lambda: node_request({"attributeNames": "id"}, operation="QUERY", entityType=ROUTER), 400),
+        (lambda: node_request({"attributeNames": [1]}, operation="QUERY", entityType=ROUTER), 400),
+        (lambda: node_request(operation="QUERY", entityType=ROUTER, offset=-1), 400),
+        (lambda: node_request(operation="QUERY", entityType=ROUTER, offset="0"), 400),
+        (lambda: node_request(operation="QUERY", entityType=ROUTER, count=True), 400),
+        (lambda: node_request(operation="QUERY", entityType=ROUTER, count=1.5), 400),
+        (lambda: node_request(operation="QUERY", entityType="org.example.bogus"), 400),
+        (lambda: node_request(operation="QUERY", entityType=5), 400),
+        (lambda: node_request(operation="GET-TYPES", entityType="bogus"), 400),
+    ],
+)
+def test_malformed_requests(message: Any, code: int) -> None:
+    response = call(make_agent(), message())
+    assert status(response) == code
+    assert response.properties["statusDescription"]
+    assert response.body == {}
+
+
+def test_missing_operation_is_described() -> None:
+    response = call(make_agent(), node_request())
+    assert "operation" in response.properties["statusDescription"]
+
+
+def test_failing_provider_is_an_internal_error() -> None:
+    def broken() -> list[dict[str, Any]]:
+        raise RuntimeError("link table locked")
+
+    response = call(make_agent(**{LINK: broken}), node_request(operation="QUERY", entityType=LINK))
+    assert status(response) == 500
+    assert "link table locked" in response.properties["statusDescription"]
+
+
+def test_unencodable_row_value_is_an_internal_error() -> None:
+    agent = make_agent(**{LINK: lambda: [{"identity": "1", "capacity": object()}]})
+    response = call(agent, node_request(operation="QUERY", entityType=LINK))
+    assert status(response) == 500
+
+
+def test_no_reply_to_means_no_response() -> None:
+    assert make_agent().handle(node_request(operation="QUERY", reply_to=None)) is None
+    assert make_agent().handle(request(reply_to=None)) is None
+
+
+def test_correlation() -> None:
+    agent = make_agent()
+    message = node_request(operation="GET-MGMT-NODES")
+    assert call(agent, message).correlation_id == "1"
+    message.correlation_id = None
+    message.id = 42
+    assert call(agent, message).correlation_id == 42
+    message.id = None
+    assert call(agent, message).correlation_id is None
