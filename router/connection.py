@@ -37,6 +37,7 @@ class Connection:
     """Socket + pn_transport + pn_connection + pn_collector, with the listener's settings."""
 
     __slots__ = (
+        "closed_at",
         "closing",
         "collector",
         "conn_id",
@@ -82,6 +83,7 @@ class Connection:
         self.links: set[Link] = set()
         self.want_write = False
         self.head_closed = False
+        self.closed_at = 0.0
         self.eof = False
         self.closing = False
         self.dead = False

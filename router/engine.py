@@ -167,6 +167,7 @@ class Router:
         next_housekeeping = 0.0
         while keep_going():
             now = time.monotonic()
+            self.fwd.now = now
             if now >= next_housekeeping:
                 self.housekeeping(now)
                 next_housekeeping = now + HOUSEKEEPING_SECONDS
@@ -248,8 +249,12 @@ class Router:
             if conn.next_tick == 0 or conn.next_tick <= now_ms:
                 conn.tick(now_ms)
                 self.dirty.add(conn)
-            if conn.head_closed and now - conn.opened_at > CLOSED_LINGER_SECONDS and conn.closing:
-                self.teardown(conn)
+            if conn.head_closed:
+                # Our close went out; give the peer a moment to close its side, then let go.
+                if not conn.closed_at:
+                    conn.closed_at = now
+                elif now - conn.closed_at > CLOSED_LINGER_SECONDS:
+                    self.teardown(conn)
         if self.fwd.holding:
             self.fwd.expire_held(now)
 
@@ -508,7 +513,7 @@ class Router:
             stats.presettledDeliveries += 1
             forward = None
         else:
-            forward = Forward(d, link)
+            forward = Forward(d, link, fwd.now)
             link.unsettled[d] = forward
         fwd.route(Message(data, s, effective, ann.present), entry, forward, link)
         if link.anonymous:

@@ -112,6 +112,8 @@ class Forwarder:
         self.table = table
         self.stats = stats
         self.clock = clock
+        # The loop's time for this turn: cheaper than a clock call per delivery.
+        self.now = clock()
         self.entries: dict[str, AddressEntry] = {}
         self.touched: set[Connection] = set()
         self.credit_dirty: set[Link] = set()
@@ -375,6 +377,14 @@ class Forwarder:
         lib.pn_delivery_update(in_d, state)
         lib.pn_delivery_settle(in_d)
         stats = self.stats
+        age = self.now - fwd.arrived
+        if age > 1.0:
+            if age > 10.0:
+                stats.deliveriesDelayed10Sec += 1
+                link.delayed10 += 1
+            else:
+                stats.deliveriesDelayed1Sec += 1
+                link.delayed1 += 1
         if state == ACCEPTED:
             stats.acceptedDeliveries += 1
         elif state == RELEASED:

@@ -59,7 +59,15 @@ def router_row(router: Router) -> dict[str, Any]:
         "addrCount": len(router.fwd.entries),
         "connectionCount": len(router.conns),
         **router.stats.as_dict(),
+        "deliveriesStuck": stuck_deliveries(router),
     }
+
+
+def stuck_deliveries(router: Router) -> int:
+    """Unsettled deliveries that have waited more than 10 s for an outcome, right now."""
+    limit = time.monotonic() - 10.0
+    return sum(1 for link in router.links.values() if link.incoming
+               for f in link.unsettled.values() if f.arrived < limit)
 
 
 def connection_rows(router: Router) -> list[dict[str, Any]]:
@@ -119,8 +127,8 @@ def link_row(link: Link) -> dict[str, Any]:
         "releasedCount": link.released,
         "modifiedCount": link.modified,
         "creditAvailable": lib.pn_link_credit(link.pn),
-        "deliveriesDelayed1Sec": 0,
-        "deliveriesDelayed10Sec": 0,
+        "deliveriesDelayed1Sec": link.delayed1,
+        "deliveriesDelayed10Sec": link.delayed10,
         "settleRate": 0,
         "zeroCreditSeconds": 0,
         "adminStatus": "enabled",

@@ -26,11 +26,12 @@ class Forward:
     documented rule). `in_d` is None once the sender's delivery is settled or gone.
     """
 
-    __slots__ = ("in_d", "in_link", "outcome", "pending")
+    __slots__ = ("arrived", "in_d", "in_link", "outcome", "pending")
 
-    def __init__(self, in_d: Any, in_link: Link) -> None:
+    def __init__(self, in_d: Any, in_link: Link, arrived: float) -> None:
         self.in_d = in_d
         self.in_link = in_link
+        self.arrived = arrived
         self.pending = 0
         self.outcome = 0
 
@@ -57,6 +58,8 @@ class Link:
         "backlog",
         "capacity",
         "conn",
+        "delayed1",
+        "delayed10",
         "delivered",
         "entry",
         "identity",
@@ -100,6 +103,9 @@ class Link:
         self.rejected = 0
         self.released = 0
         self.modified = 0
+        # incoming deliveries settled more than 1 s / 10 s after they arrived (qdstat -l)
+        self.delayed1 = 0
+        self.delayed10 = 0
 
     @property
     def outstanding(self) -> int:

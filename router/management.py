@@ -55,6 +55,7 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "autoLinkCount",
         "connectionCount",
         *(field.name for field in fields(RouterStats)),
+        "deliveriesStuck",
         "linksBlocked",
         "uptimeSeconds",
         "memoryUsage",

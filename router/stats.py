@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 
 @dataclass(slots=True)
 class RouterStats:
+    """Counters the data path increments; `deliveriesStuck` is a live count, see inventory."""
+
     presettledDeliveries: int = 0
     droppedPresettledDeliveries: int = 0
     acceptedDeliveries: int = 0
@@ -15,7 +17,6 @@ class RouterStats:
     modifiedDeliveries: int = 0
     deliveriesDelayed1Sec: int = 0
     deliveriesDelayed10Sec: int = 0
-    deliveriesStuck: int = 0
     deliveriesRedirectedToFallback: int = 0
     deliveriesIngress: int = 0
     deliveriesEgress: int = 0

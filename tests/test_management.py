@@ -108,6 +108,7 @@ def router_row() -> dict[str, Any]:
         "addrCount": 4,
         "connectionCount": 2,
         **stats.as_dict(),
+        "deliveriesStuck": 0,
     }
 
 
