@@ -7,10 +7,21 @@ NODE_STAMP := tests/rhea/node_modules/.installed
 
 .PHONY: run test bench lint fmt clean
 
+# python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
+# built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
+# lacked libsasl2-dev. A venv that already holds a build without Cyrus gets it rebuilt.
+# The version range lives in pyproject.toml alone; PROTON_REQ reads it from there.
+PROTON_REQ = $(BIN)/python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print(next(d for d in deps if d.startswith("python-qpid-proton")))'
+PROTON_INSTALL = $(BIN)/pip install -q --no-cache-dir --no-binary python-qpid-proton
+HAS_CYRUS = $(BIN)/python -c 'import sys, cproton_ffi; sys.exit(not cproton_ffi.lib.pn_sasl_extended())'
+
 $(STAMP): pyproject.toml scripts/system-deps.sh
 	./scripts/system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(PROTON_INSTALL) "$$($(PROTON_REQ))"
+	$(HAS_CYRUS) || $(PROTON_INSTALL) --force-reinstall --no-deps "$$($(PROTON_REQ))"
+	$(HAS_CYRUS) || { echo "python-qpid-proton was built without Cyrus SASL" >&2; exit 1; }
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 

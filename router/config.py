@@ -310,11 +310,68 @@ class RouterSettings(_Strict):
 
     id: str = Field(description="Unique router identity: non-empty, no whitespace, no '/'.")
     mode: Mode = Field(default="standalone")
+    saslConfigDir: str | None = Field(
+        default=None,
+        description=(
+            "Directory holding the Cyrus SASL config file <saslConfigName>.conf, which says"
+            " how listeners verify credentials, e.g. 'pwcheck_method: auxprop',"
+            " 'auxprop_plugin: sasldb', 'sasldb_path: /abs/path/users.sasldb' (absolute),"
+            " 'mech_list: PLAIN ANONYMOUS'. A listener offers only the mechanisms in both its"
+            " saslMechanisms and mech_list. Users go in the sasldb with"
+            " 'saslpasswd2 -c -f users.sasldb -u REALM USER' and are stored as USER@REALM;"
+            " a PLAIN client must send the user name USER@REALM (a bare USER is looked up as"
+            " USER@<the router's host name>, which differs per pod, so always give -u), and"
+            " that name is the connection's 'user' in management. The file is read once, at"
+            " start-up; the sasldb at every login. Unset: Cyrus's default search path"
+            " (/etc/sasl2 on Debian)."
+        ),
+    )
+    saslConfigName: str = Field(
+        default="routernet",
+        description=(
+            "Name of the Cyrus SASL config file, without '.conf', in saslConfigDir"
+            " (Dispatch's default is qdrouterd)."
+        ),
+    )
 
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
         return _check_id(value)
+
+    @field_validator("saslConfigDir")
+    @classmethod
+    def _sasl_config_dir(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError(f"{value!r} is not a directory (leave it out for Cyrus's default)")
+        if not Path(value).exists():
+            raise ValueError(f"{value!r} does not exist")
+        if not Path(value).is_dir():
+            raise ValueError(f"{value!r} is not a directory")
+        return value
+
+    @field_validator("saslConfigName")
+    @classmethod
+    def _sasl_config_name(cls, value: str) -> str:
+        if not value or value.startswith(".") or any(ch.isspace() or ch == "/" for ch in value):
+            raise ValueError(
+                f"{value!r} is not a valid SASL config name (a file name without '.conf':"
+                " non-empty, no whitespace, no '/', not starting with '.')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sasl_config_file(self) -> Self:
+        if self.saslConfigDir is not None:
+            path = Path(self.saslConfigDir) / f"{self.saslConfigName}.conf"
+            if not path.is_file():
+                raise ValueError(
+                    f"saslConfigDir {self.saslConfigDir!r} has no {path.name}"
+                    f" (the Cyrus SASL config file named by saslConfigName)"
+                )
+        return self
 
 
 class RouterConfig(_Strict):

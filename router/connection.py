@@ -12,12 +12,15 @@ import contextlib
 import socket
 from typing import TYPE_CHECKING, Any
 
-from router.pn import NULL, ffi, lib
+from router.log import get_logger
+from router.pn import NULL, ffi, lib, set_condition
 
 if TYPE_CHECKING:
     from router.links import Link
 
 IO_CHUNK = 256 * 1024
+
+log = get_logger("router")
 
 
 class IOBuffers:
@@ -109,21 +112,47 @@ class Connection:
         """Move what the socket has into the transport; EOF or a socket error closes the tail."""
         t = self.transport
         cap = lib.pn_transport_capacity(t)
-        if cap <= 0:
-            if cap < 0:
-                self.eof = True
+        if cap == 0:
             return
         try:
-            n = self.sock.recv_into(bufs.read_view[: min(cap, bufs.size)])
+            # Once Proton takes no more input, what still arrives is read and dropped: leaving
+            # it in the socket would keep it readable and spin the loop.
+            n = self.sock.recv_into(bufs.read_view[: bufs.size if cap < 0 else min(cap, bufs.size)])
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             n = 0
         if n == 0:
             self.eof = True
-            lib.pn_transport_close_tail(t)
-        else:
+            if cap > 0:
+                lib.pn_transport_close_tail(t)
+        elif cap > 0:
             lib.pn_transport_push(t, bufs.read_c, n)
+            if lib.pn_transport_capacity(t) < 0:
+                self.input_stopped()
+
+    def input_stopped(self) -> None:
+        """Proton closed its input. After a close frame or a protocol error (which Proton answers
+        with a close of its own) that is expected; otherwise it silently refused a frame it
+        cannot dispatch (unknown performative or frame type) and would never answer, so the
+        connection is closed here with a framing error instead of hanging open."""
+        t = self.transport
+        if lib.pn_connection_state(self.pn) & lib.PN_REMOTE_CLOSED:
+            return
+        if lib.pn_condition_is_set(lib.pn_transport_condition(t)):
+            return
+        error = "amqp:connection:framing-error"
+        description = "undispatchable frame: unknown or malformed performative, or frame type"
+        log.warning(
+            "connection.error",
+            conn=self.conn_id,
+            peer=self.host,
+            error=error,
+            description=description,
+        )
+        set_condition(lib.pn_connection_condition(self.pn), error, description)
+        lib.pn_connection_close(self.pn)
+        self.closing = True
 
     def write(self, bufs: IOBuffers) -> None:
         """Send transport output until the socket would block; remember whether more is due."""

@@ -8,6 +8,7 @@ case forwards the received bytes untouched. Every unsettled incoming delivery is
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,11 @@ REJECTED = lib.PN_REJECTED
 RELEASED = lib.PN_RELEASED
 MODIFIED = lib.PN_MODIFIED
 TERMINAL = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
+# Delivery tags: Proton copies the tag into the delivery, so one scratch buffer serves every send.
+_TAG_BYTES = ffi.new("char[8]")
+TAG = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
+TAG_VIEW = ffi.buffer(_TAG_BYTES)
+pack_tag = struct.Struct("<Q").pack_into
 # When several consumers answer one multicast delivery, the strongest outcome wins.
 PRECEDENCE = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
 
@@ -298,8 +304,8 @@ class Forwarder:
         data = msg.plain() if conn.strip_out else msg.annotated(self.me)
         p = link.pn
         link.tag += 1
-        tag = link.tag.to_bytes(8, "little")
-        od = lib.pn_delivery(p, (8, ffi.from_buffer(tag)))
+        pack_tag(TAG_VIEW, 0, link.tag)
+        od = lib.pn_delivery(p, TAG[0])
         if isinstance(data, bytes):
             lib.pn_link_send(p, data, len(data))
         else:
@@ -312,6 +318,11 @@ class Forwarder:
         if fwd is None:
             lib.pn_delivery_settle(od)
             link.presettled += 1
+        elif link.presettle:
+            # An at-most-once consumer: sending is delivering, as far as the sender can know.
+            lib.pn_delivery_settle(od)
+            link.presettled += 1
+            self.copy_done(fwd, ACCEPTED, None)
         else:
             link.unsettled[od] = fwd
         self.touched.add(conn)

@@ -69,6 +69,7 @@ class Link:
         "name",
         "partial",
         "pn",
+        "presettle",
         "presettled",
         "queue",
         "rejected",
@@ -92,6 +93,8 @@ class Link:
         # only issued for what is left of `capacity`, which bounds router memory per sender.
         self.backlog = 0
         self.partial: bytearray | None = None
+        # outgoing: the consumer asked for snd-settle-mode settled (at most once)
+        self.presettle = False
         # outgoing: deliveries waiting for credit, and tag counter
         self.queue: deque[Queued] = deque()
         self.tag = 0

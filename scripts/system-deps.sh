@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs on a fresh machine:
-# headers to build python-qpid-proton, Proton's C examples for the benchmark,
+# headers and pkg-config to build python-qpid-proton with OpenSSL and Cyrus SASL (its build
+# silently drops either one whose pkg-config lookup fails), Cyrus's PLAIN/ANONYMOUS plugins and
+# saslpasswd2 (tests make user databases with it), Proton's C examples for the benchmark,
 # Node.js for the rhea interoperability tests. Does nothing when all are there.
 set -euo pipefail
 
-packages=(gcc make libssl-dev libsasl2-dev libqpid-proton11-dev libqpid-proton11-dev-examples)
+packages=(gcc make pkgconf libssl-dev libsasl2-dev libsasl2-modules sasl2-bin
+          libqpid-proton11-dev libqpid-proton11-dev-examples)
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()

@@ -47,7 +47,9 @@ class RouterProcess:
         addresses: list[dict[str, Any]] | None = None,
         host: str = "127.0.0.1",
         extra_args: list[str] | None = None,
+        router: dict[str, Any] | None = None,
     ) -> None:
+        """`router` holds more settings for the router entity (e.g. saslConfigDir)."""
         self.id = router_id
         self.host = host
         self.port = free_port(host)
@@ -58,7 +60,7 @@ class RouterProcess:
             for i, lst in enumerate(listeners)
         ]
         self.config = {
-            "router": {"id": router_id},
+            "router": {"id": router_id, **(router or {})},
             "listeners": self.listeners,
             "addresses": addresses or [],
         }

@@ -16,6 +16,8 @@ from router.cli import main
 from router.config import RouterConfig
 from router.log import get_logger
 
+SASL_DEFAULTS = {"saslConfigDir": None, "saslConfigName": "routernet"}
+
 REPO = Path(__file__).resolve().parent.parent
 
 FILE = """\
@@ -84,7 +86,7 @@ def test_check_prints_the_effective_config(
     capsys: pytest.CaptureFixture[str], config_file: Path
 ) -> None:
     printed = check(capsys, "--config", str(config_file))
-    assert printed["router"] == {"id": "FromFile", "mode": "interior"}
+    assert printed["router"] == {"id": "FromFile", "mode": "interior", **SASL_DEFAULTS}
     assert [lsn["port"] for lsn in printed["listeners"]] == [5672, 5673, 5674]
     assert printed["listeners"][0]["name"] == "listener/127.0.0.1:5672"
     assert printed["listeners"][0]["linkCapacity"] == 250
@@ -106,19 +108,21 @@ def _write_json(near: Path, data: dict[str, Any]) -> Path:
 
 def test_id_flag_replaces_the_files(capsys: pytest.CaptureFixture[str], config_file: Path) -> None:
     printed = check(capsys, "--config", str(config_file), "--id", "FromFlag")
-    assert printed["router"] == {"id": "FromFlag", "mode": "interior"}
+    assert printed["router"] == {"id": "FromFlag", "mode": "interior", **SASL_DEFAULTS}
 
 
 def test_id_defaults_to_the_host_name(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(socket, "gethostname", lambda: "box-1.example")
-    assert check(capsys)["router"] == {"id": "box-1.example", "mode": "standalone"}
+    router = {"id": "box-1.example", "mode": "standalone", **SASL_DEFAULTS}
+    assert check(capsys)["router"] == router
     no_id = tmp_path / "no-id.yaml"
     no_id.write_text("router: {mode: edge}\n")
     assert check(capsys, "--config", str(no_id))["router"] == {
         "id": "box-1.example",
         "mode": "edge",
+        **SASL_DEFAULTS,
     }
     no_router = tmp_path / "no-router.yaml"
     no_router.write_text("addresses: [{prefix: a}]\n")

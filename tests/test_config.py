@@ -135,6 +135,49 @@ def test_authenticate_peer_with_plain() -> None:
     assert lsn.authenticatePeer
 
 
+def test_sasl_config_defaults() -> None:
+    settings = validate_config(config()).router
+    assert settings.saslConfigDir is None
+    assert settings.saslConfigName == "routernet"
+
+
+def test_sasl_config_dir_with_its_config_file(tmp_path: Path) -> None:
+    (tmp_path / "routernet.conf").write_text("mech_list: PLAIN\n")
+    (tmp_path / "other.conf").write_text("mech_list: PLAIN\n")
+    settings = validate_config({"router": {"id": "R1", "saslConfigDir": str(tmp_path)}}).router
+    assert settings.saslConfigDir == str(tmp_path)
+    named = {"id": "R1", "saslConfigDir": str(tmp_path), "saslConfigName": "other"}
+    assert validate_config({"router": named}).router.saslConfigName == "other"
+
+
+def test_sasl_config_dir_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    assert error_of({"router": {"id": "R1", "saslConfigDir": str(missing)}}) == (
+        f"router.saslConfigDir: {str(missing)!r} does not exist"
+    )
+    a_file = tmp_path / "routernet.conf"
+    a_file.write_text("mech_list: PLAIN\n")
+    assert error_of({"router": {"id": "R1", "saslConfigDir": str(a_file)}}) == (
+        f"router.saslConfigDir: {str(a_file)!r} is not a directory"
+    )
+    assert error_of({"router": {"id": "R1", "saslConfigDir": ""}}) == (
+        "router.saslConfigDir: '' is not a directory (leave it out for Cyrus's default)"
+    )
+    named = {"id": "R1", "saslConfigDir": str(tmp_path), "saslConfigName": "qdrouterd"}
+    assert error_of({"router": named}) == (
+        f"router: saslConfigDir {str(tmp_path)!r} has no qdrouterd.conf"
+        " (the Cyrus SASL config file named by saslConfigName)"
+    )
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a/b", ".hidden"])
+def test_sasl_config_name_errors(name: str) -> None:
+    assert error_of({"router": {"id": "R1", "saslConfigName": name}}) == (
+        f"router.saslConfigName: {name!r} is not a valid SASL config name (a file name without"
+        " '.conf': non-empty, no whitespace, no '/', not starting with '.')"
+    )
+
+
 @pytest.mark.parametrize("prefix", ["orders", "a.b", "a/b", "a.b/c"])
 def test_valid_prefixes(prefix: str) -> None:
     assert Address.model_validate({"prefix": prefix}).prefix == prefix
