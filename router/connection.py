@@ -134,15 +134,24 @@ class Connection:
     def input_stopped(self) -> None:
         """Proton closed its input. After a close frame or a protocol error (which Proton answers
         with a close of its own) that is expected; otherwise it silently refused a frame it
-        cannot dispatch (unknown performative or frame type) and would never answer, so the
-        connection is closed here with a framing error instead of hanging open."""
+        cannot dispatch (unknown performative or frame type, bad SASL or TLS input) and would
+        never answer, so the connection is ended here instead of hanging open."""
         t = self.transport
-        if lib.pn_connection_state(self.pn) & lib.PN_REMOTE_CLOSED:
+        state = lib.pn_connection_state(self.pn)
+        if state & lib.PN_REMOTE_CLOSED:
             return
         if lib.pn_condition_is_set(lib.pn_transport_condition(t)):
             return
+        self.closing = True
         error = "amqp:connection:framing-error"
-        description = "undispatchable frame: unknown or malformed performative, or frame type"
+        if state & lib.PN_REMOTE_ACTIVE:
+            description = "undispatchable frame: unknown or malformed performative, or frame type"
+            set_condition(lib.pn_connection_condition(self.pn), error, description)
+            lib.pn_connection_close(self.pn)
+        else:
+            # Proton sends no close before the peer's open: just end the output as well.
+            description = "input refused before the AMQP open (SASL or TLS layer)"
+            lib.pn_transport_close_head(t)
         log.warning(
             "connection.error",
             conn=self.conn_id,
@@ -150,9 +159,26 @@ class Connection:
             error=error,
             description=description,
         )
-        set_condition(lib.pn_connection_condition(self.pn), error, description)
-        lib.pn_connection_close(self.pn)
+
+    def handshake_overdue(self, now: float) -> bool:
+        """Cut off a peer that has not sent its open within the listener's idle timeout.
+
+        Proton's idle timeout only runs once the AMQP layer is up, so without this a socket that
+        sends nothing, half a header, or stalls in SASL would be held open for ever."""
+        if self.closing or self.remote_container is not None:
+            return False
+        limit = self.listener.idleTimeoutSeconds
+        if not limit or now - self.opened_at <= limit:
+            return False
+        if lib.pn_connection_state(self.pn) & (lib.PN_REMOTE_ACTIVE | lib.PN_REMOTE_CLOSED):
+            return False
+        if lib.pn_condition_is_set(lib.pn_transport_condition(self.transport)):
+            return False  # Proton is already closing it (its own idle timeout, an error)
         self.closing = True
+        log.info("connection.handshake_timeout", conn=self.conn_id, peer=self.host, seconds=limit)
+        lib.pn_transport_close_tail(self.transport)
+        lib.pn_transport_close_head(self.transport)
+        return True
 
     def write(self, bufs: IOBuffers) -> None:
         """Send transport output until the socket would block; remember whether more is due."""

@@ -49,8 +49,13 @@ def echo_service(url: str, count: int, ready: threading.Event) -> None:
         for _ in range(count):
             request = requests.receive(TIMEOUT)
             requests.accept()
-            answer.send(Message(address=request.reply_to, body=request.body.upper(),
-                                correlation_id=request.correlation_id))
+            answer.send(
+                Message(
+                    address=request.reply_to,
+                    body=request.body.upper(),
+                    correlation_id=request.correlation_id,
+                )
+            )
     finally:
         conn.close()
 
@@ -73,8 +78,10 @@ def round_trips(url: str, count: int) -> None:
             reply = replies.receive(TIMEOUT)
             replies.accept()
             ms = (time.perf_counter() - started) * 1000
-            print(f"  sent 'ping {i}' -> got {reply.body!r} "
-                  f"(correlation {reply.correlation_id}, {ms:.1f} ms round trip)")
+            print(
+                f"  sent 'ping {i}' -> got {reply.body!r} "
+                f"(correlation {reply.correlation_id}, {ms:.1f} ms round trip)"
+            )
     finally:
         client.close()
     service.join(TIMEOUT)

@@ -254,6 +254,8 @@ class Router:
             if conn.next_tick == 0 or conn.next_tick <= now_ms:
                 conn.tick(now_ms)
                 self.dirty.add(conn)
+            if conn.handshake_overdue(now):
+                self.dirty.add(conn)
             if conn.head_closed:
                 # Our close went out; give the peer a moment to close its side, then let go.
                 if not conn.closed_at:
@@ -454,8 +456,13 @@ class Router:
             # A TCP probe (health check, port scan) that never spoke AMQP: not worth a warning.
             log.debug("connection.probe", conn=conn.conn_id, peer=conn.host)
         elif not lib.pn_connection_state(conn.pn) & lib.PN_REMOTE_CLOSED:
-            log.warning("connection.error", conn=conn.conn_id, peer=conn.host, error=cond[0],
-                        description=cond[1])
+            log.warning(
+                "connection.error",
+                conn=conn.conn_id,
+                peer=conn.host,
+                error=cond[0],
+                description=cond[1],
+            )
 
     # ----- the incoming data path ----------------------------------------------------------
 
@@ -506,16 +513,23 @@ class Router:
             s = scan(data)
             ann = read_annotations(data, s)
             effective = EMPTY_ANNOTATIONS if link.conn.strip_in else ann
-            if link.anonymous:
-                to = effective.to or get_to(data, s)
-                if to is None:
-                    raise MessageFormatError("a message on an anonymous link needs a 'to' address")
-                entry = fwd.entry(to)
-            else:
-                entry = link.entry
+            to = effective.to or get_to(data, s) if link.anonymous else None
         except MessageFormatError as e:
-            self.refuse_message(link, d, presettled, str(e))
+            self.refuse_message(link, d, presettled, "amqp:decode-error", str(e))
             return
+        if link.anonymous:
+            if to is None:
+                self.refuse_message(
+                    link,
+                    d,
+                    presettled,
+                    "amqp:invalid-field",
+                    "a message sent on an anonymous link needs a 'to' address",
+                )
+                return
+            entry = fwd.entry(to)
+        else:
+            entry = link.entry
         stats.deliveriesIngress += 1
         assert entry is not None
         entry.ingress += 1
@@ -530,15 +544,20 @@ class Router:
         if link.anonymous:
             fwd.forget_if_idle(entry)
 
-    def refuse_message(self, link: Link, d: Any, presettled: bool, why: str) -> None:
-        """A malformed message is rejected (or dropped if pre-settled); the link stays up."""
-        log.warning("delivery.rejected", conn=link.conn.conn_id, link=link.identity, error=why)
+    def refuse_message(self, link: Link, d: Any, presettled: bool, error: str, why: str) -> None:
+        """A message the router cannot route is rejected (or dropped if pre-settled); the link
+        stays up."""
+        log.warning(
+            "delivery.rejected",
+            conn=link.conn.conn_id,
+            link=link.identity,
+            error=error,
+            description=why,
+        )
         if presettled:
             self.stats.droppedPresettledDeliveries += 1
         else:
-            set_condition(
-                lib.pn_disposition_condition(lib.pn_delivery_local(d)), "amqp:decode-error", why
-            )
+            set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d)), error, why)
             lib.pn_delivery_update(d, REJECTED)
             self.stats.rejectedDeliveries += 1
         lib.pn_delivery_settle(d)

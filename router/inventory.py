@@ -66,8 +66,13 @@ def router_row(router: Router) -> dict[str, Any]:
 def stuck_deliveries(router: Router) -> int:
     """Unsettled deliveries that have waited more than 10 s for an outcome, right now."""
     limit = time.monotonic() - 10.0
-    return sum(1 for link in router.links.values() if link.incoming
-               for f in link.unsettled.values() if f.arrived < limit)
+    return sum(
+        1
+        for link in router.links.values()
+        if link.incoming
+        for f in link.unsettled.values()
+        if f.arrived < limit
+    )
 
 
 def connection_rows(router: Router) -> list[dict[str, Any]]:

@@ -22,8 +22,9 @@ class Forward:
 
     `pending` counts outgoing copies without an outcome yet; `outcome` is the strongest outcome
     seen so far. For multicast, the sender's outcome is decided when all copies are done:
-    rejected if any consumer rejected, accepted if any accepted, otherwise released (Dispatch's
-    documented rule). `in_d` is None once the sender's delivery is settled or gone.
+    rejected if any consumer rejected, else accepted if any accepted (Dispatch's documented rule),
+    else modified if any modified, else released. `in_d` is None once the sender's delivery is
+    settled or gone.
     """
 
     __slots__ = ("arrived", "in_d", "in_link", "outcome", "pending")
