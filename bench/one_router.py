@@ -1,0 +1,329 @@
+"""The one-router benchmark: 1 sender → 1 receiver through one router, against peer-to-peer.
+
+Each scenario measures throughput with the sender unthrottled, then latency with the sender
+held at half that throughput: latency at saturation only measures queue depth, so a fixed
+fraction of what the path can carry is what makes latencies comparable between paths. Each
+intermediary scenario gets a fresh router, so its idle and peak RSS and CPU are its own.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.clients import (
+    BENCH_DIR,
+    HOST,
+    BenchError,
+    Clients,
+    Transfer,
+    free_port,
+    running,
+    transfer,
+    wait_for_port,
+)
+
+REPO_DIR = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+BODY_BYTES = 100  # fixed by bench/c/bench.h
+LATENCY_LOAD = 0.5  # latency is measured at this fraction of the path's throughput
+TARGET_MSGS_PER_S = 100_000  # router-unsettled, on the project's 2-core machine
+TARGET_IDLE_RSS_MIB = 60
+IDLE_SETTLE_S = 1.0  # lets start-up allocations finish before idle RSS is read
+START_TIMEOUT_S = 30.0
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A path (`via` None for peer-to-peer, else "router" or "broker") and a settlement mode."""
+
+    via: str | None
+    presettled: bool
+
+    @property
+    def name(self) -> str:
+        settlement = "presettled" if self.presettled else "unsettled"
+        return f"{self.via or 'p2p'}-{settlement}"
+
+
+def scenarios(via: str) -> list[Scenario]:
+    """The four scenarios, peer-to-peer baseline first, through `via` after."""
+    return [Scenario(path, presettled) for path in (None, via) for presettled in (False, True)]
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    # utime and stime, fields 14 and 15 of /proc/<pid>/stat, cover all of the process's
+    # threads; the command name (field 2) may hold spaces, so count from after it.
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_status_mib(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == key:
+            return int(value.split()[0]) * 1024 / MIB
+    raise BenchError(f"/proc/{pid}/status has no {key}")
+
+
+@contextmanager
+def _intermediary(
+    via: str, clients: Clients, log: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    if via == "router":
+        command = [sys.executable, "-m", "router", "--id", "bench", "--listen", f"{HOST}:{port}"]
+    elif clients.broker is not None:
+        command = [str(clients.broker), HOST, str(port)]
+    else:
+        raise BenchError("the broker stand-in was not built")
+    with (
+        log.open("wb") as out,
+        running(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_DIR) as proc,
+    ):
+        try:
+            wait_for_port(proc, port, via, START_TIMEOUT_S)
+            yield proc, port
+        except BenchError as e:
+            raise BenchError(f"{e}; see {log}") from e
+
+
+def _transfer(
+    scenario: Scenario, clients: Clients, port: int | None, count: int, rate: float
+) -> Transfer:
+    return transfer(clients, port=port, count=count, rate=rate, presettled=scenario.presettled)
+
+
+def _latency_plan(full: Transfer, count: int, latency_seconds: float) -> tuple[float, int]:
+    """The offered load for the latency run and its message count: `latency_seconds` of
+    traffic, or `count` messages if fewer, so slow paths do not stretch the run."""
+    load = LATENCY_LOAD * full.receiver["msgs_per_s"]
+    return load, max(2, min(count, int(load * latency_seconds)))
+
+
+def _summary(t: Transfer) -> dict[str, Any]:
+    return {
+        "messages": t.sender["sent"],
+        "received": t.receiver["received"],
+        "elapsed_s": t.receiver["elapsed_s"],
+        "msgs_per_s": round(t.receiver["msgs_per_s"]),
+        "sender_cpu_s": t.sender["cpu_s"],
+        "receiver_cpu_s": t.receiver["cpu_s"],
+    }
+
+
+def _identity(scenario: Scenario) -> dict[str, str]:
+    return {
+        "path": scenario.via or "p2p",
+        "settlement": "presettled" if scenario.presettled else "unsettled",
+    }
+
+
+def _result(scenario: Scenario, full: Transfer, paced: Transfer, load: float) -> dict[str, Any]:
+    return {
+        **_identity(scenario),
+        "throughput": _summary(full),
+        "latency": {
+            **_summary(paced),
+            "offered_msgs_per_s": round(load),
+            "p50_us": paced.receiver["latency_p50_us"],
+            "p99_us": paced.receiver["latency_p99_us"],
+            "max_us": paced.receiver["latency_max_us"],
+        },
+        "intermediary": None,
+    }
+
+
+def run_scenario(
+    scenario: Scenario, clients: Clients, count: int, latency_seconds: float, log_dir: Path
+) -> dict[str, Any]:
+    """Measures one scenario; an intermediary's CPU is counted over the throughput run only,
+    its peak RSS over the whole scenario."""
+    if scenario.via is None:
+        full = _transfer(scenario, clients, None, count, 0)
+        load, latency_count = _latency_plan(full, count, latency_seconds)
+        return _result(
+            scenario, full, _transfer(scenario, clients, None, latency_count, load), load
+        )
+    with _intermediary(scenario.via, clients, log_dir / f"{scenario.name}.log") as (proc, port):
+        time.sleep(IDLE_SETTLE_S)
+        idle_rss = _proc_status_mib(proc.pid, "VmRSS")
+        cpu_start, started = _proc_cpu_seconds(proc.pid), time.monotonic()
+        full = _transfer(scenario, clients, port, count, 0)
+        cpu, wall = _proc_cpu_seconds(proc.pid) - cpu_start, time.monotonic() - started
+        load, latency_count = _latency_plan(full, count, latency_seconds)
+        result = _result(
+            scenario, full, _transfer(scenario, clients, port, latency_count, load), load
+        )
+        if proc.poll() is not None:
+            raise BenchError(f"{scenario.via} exited with code {proc.returncode}")
+        peak_rss = _proc_status_mib(proc.pid, "VmHWM")
+    result["intermediary"] = {
+        "cpu_s": round(cpu, 2),
+        "cpu_us_per_msg": round(cpu / full.receiver["received"] * 1e6, 2),
+        "cpu_percent": round(100 * cpu / wall, 1),
+        "idle_rss_mib": round(idle_rss, 1),
+        "peak_rss_mib": round(peak_rss, 1),
+    }
+    return result
+
+
+def _git_commit() -> str | None:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True
+    )
+    return head.stdout.strip() if head.returncode == 0 else None
+
+
+def machine_info(clients: Clients) -> dict[str, Any]:
+    """What the numbers depend on besides the code, so results from two runs can be compared."""
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    models = [line.partition(":")[2].strip() for line in cpuinfo if line.startswith("model name")]
+    return {
+        "cpu_model": models[0] if models else platform.processor(),
+        "nproc": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "python_qpid_proton": importlib.metadata.version("python-qpid-proton"),
+        "proton_c": clients.proton_c_version,
+        "git_commit": _git_commit(),
+        # Anything else running on two cores moves the numbers; this says whether it did.
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _targets(results: dict[str, Any]) -> dict[str, Any]:
+    router = [
+        s for s in results["scenarios"].values() if s["path"] == "router" and "error" not in s
+    ]
+    unsettled = [s["throughput"]["msgs_per_s"] for s in router if s["settlement"] == "unsettled"]
+    idle = [s["intermediary"]["idle_rss_mib"] for s in router]
+    rate = unsettled[0] if unsettled else None
+    worst_idle = max(idle) if idle else None
+    return {
+        "router_unsettled_msgs_per_s": {
+            "target": TARGET_MSGS_PER_S,
+            "measured": rate,
+            "met": None if rate is None else rate >= TARGET_MSGS_PER_S,
+        },
+        "router_idle_rss_mib": {
+            "target": TARGET_IDLE_RSS_MIB,
+            "measured": worst_idle,
+            "met": None if worst_idle is None else worst_idle <= TARGET_IDLE_RSS_MIB,
+        },
+    }
+
+
+def _progress(outcome: dict[str, Any]) -> str:
+    if "error" in outcome:
+        return f"failed: {outcome['error']}"
+    t, lat = outcome["throughput"], outcome["latency"]
+    return (
+        f"{t['msgs_per_s']:,} msgs/s; at {lat['offered_msgs_per_s']:,} msgs/s "
+        f"p50 {lat['p50_us']:,.0f} us, p99 {lat['p99_us']:,.0f} us"
+    )
+
+
+def run(
+    clients: Clients,
+    chosen: list[Scenario],
+    *,
+    via: str,
+    count: int,
+    latency_seconds: float,
+    log_dir: Path,
+) -> dict[str, Any]:
+    """Runs the chosen scenarios in order; a failed one is recorded with its error and the
+    rest still run, so a broken router does not hide the baseline."""
+    results: dict[str, Any] = {
+        "benchmark": "one-router",
+        "machine": machine_info(clients),
+        "config": {
+            "via": via,
+            "messages": count,
+            "body_bytes": BODY_BYTES,
+            "latency_load_fraction": LATENCY_LOAD,
+            "latency_max_seconds": latency_seconds,
+        },
+        "scenarios": {},
+    }
+    for scenario in chosen:
+        print(f"bench: {scenario.name} ...", file=sys.stderr, flush=True)
+        try:
+            outcome = run_scenario(scenario, clients, count, latency_seconds, log_dir)
+        except BenchError as e:
+            outcome = {**_identity(scenario), "error": str(e)}
+        print(f"bench: {scenario.name}: {_progress(outcome)}", file=sys.stderr, flush=True)
+        results["scenarios"][scenario.name] = outcome
+    results["targets"] = _targets(results)
+    return results
+
+
+def _cell(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _verdict(met: bool | None) -> str:
+    return "not measured" if met is None else "met" if met else "not met"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """Renders results as the Markdown table the README quotes."""
+    m, config = results["machine"], results["config"]
+    via = config["via"]
+    lines = [
+        f"1 sender → 1 receiver, {config['body_bytes']}-byte bodies, {config['messages']:,} "
+        f"messages; latency at {config['latency_load_fraction']:.0%} of each path's "
+        "throughput, one-way.",
+        f"{m['cpu_model']}, {m['nproc']} CPUs, Linux {m['kernel']}, Python {m['python']}, "
+        f"Proton C {m['proton_c']}, python-qpid-proton {m['python_qpid_proton']}, "
+        f"commit {m['git_commit'] or 'uncommitted'}, {m['date'][:10]}, "
+        f"load average {m['load_average_1m']:.2f} at start.",
+        "",
+        f"| scenario | msgs/s | latency load msgs/s | p50 µs | p99 µs | {via} CPU µs/msg "
+        f"| {via} CPU % | idle RSS MiB | peak RSS MiB |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    notes = []
+    for name, s in results["scenarios"].items():
+        if "error" in s:
+            lines.append(f"| {name} | failed | | | | | | | |")
+            notes.append(f"{name} failed: {s['error']}")
+            continue
+        t, lat, i = s["throughput"], s["latency"], s["intermediary"] or {}
+        lines.append(
+            f"| {name} | {_cell(t['msgs_per_s'])} | {_cell(lat['offered_msgs_per_s'])} "
+            f"| {_cell(lat['p50_us'])} | {_cell(lat['p99_us'])} "
+            f"| {_cell(i.get('cpu_us_per_msg'), 1)} | {_cell(i.get('cpu_percent'))} "
+            f"| {_cell(i.get('idle_rss_mib'), 1)} | {_cell(i.get('peak_rss_mib'), 1)} |"
+        )
+        for run_name, r in (("throughput", t), ("latency", lat)):
+            if r["received"] < r["messages"]:
+                notes.append(
+                    f"{name}: {r['messages'] - r['received']:,} of {r['messages']:,} "
+                    f"pre-settled messages dropped in the {run_name} run."
+                )
+    targets = results["targets"]
+    rate, idle = targets["router_unsettled_msgs_per_s"], targets["router_idle_rss_mib"]
+    if rate["measured"] is not None or idle["measured"] is not None:
+        notes.append(
+            f"Targets: router-unsettled ≥ {rate['target']:,} msgs/s: "
+            f"{_cell(rate['measured'])} ({_verdict(rate['met'])}); "
+            f"idle RSS ≤ {idle['target']} MiB: {_cell(idle['measured'], 1)} "
+            f"({_verdict(idle['met'])})."
+        )
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,50 @@
+"""Proves the benchmark harness works end to end without waiting for a real benchmark run:
+the C clients compile, a peer-to-peer transfer of a few thousand messages completes in both
+settlement modes, and the results render as the README's table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+COUNT = 2_000
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=25,
+    )
+
+
+@pytest.mark.network
+@pytest.mark.timeout(30)
+def test_p2p_runs_and_renders(tmp_path: Path) -> None:
+    output = tmp_path / "one-router.json"
+    scenarios = "p2p-unsettled,p2p-presettled"
+    common = ["--count", str(COUNT), "--latency-seconds", "1", "--scenarios", scenarios]
+    ran = _bench(*common, "--output", str(output))
+    assert ran.returncode == 0, ran.stderr
+
+    results = json.loads(output.read_text())
+    assert results["machine"]["nproc"] >= 1
+    for name in scenarios.split(","):
+        scenario = results["scenarios"][name]
+        assert scenario["throughput"]["received"] == COUNT
+        assert scenario["throughput"]["msgs_per_s"] > 0
+        latency = scenario["latency"]
+        assert latency["received"] == latency["messages"] >= 2
+        assert 0 < latency["p50_us"] <= latency["p99_us"] <= latency["max_us"]
+
+    rendered = _bench("--markdown", "--output", str(output))
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == ran.stdout
+    assert "| p2p-unsettled |" in rendered.stdout
