@@ -16,7 +16,15 @@ from router.cli import main
 from router.config import RouterConfig
 from router.log import get_logger
 
-SASL_DEFAULTS = {"saslConfigDir": None, "saslConfigName": "routernet"}
+ROUTER_DEFAULTS = {
+    "helloIntervalSeconds": 1,
+    "helloMaxAgeSeconds": 3,
+    "raIntervalSeconds": 30,
+    "raIntervalFluxSeconds": 4,
+    "remoteLsMaxAgeSeconds": 60,
+    "saslConfigDir": None,
+    "saslConfigName": "routernet",
+}
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,7 +94,7 @@ def test_check_prints_the_effective_config(
     capsys: pytest.CaptureFixture[str], config_file: Path
 ) -> None:
     printed = check(capsys, "--config", str(config_file))
-    assert printed["router"] == {"id": "FromFile", "mode": "interior", **SASL_DEFAULTS}
+    assert printed["router"] == {"id": "FromFile", "mode": "interior", **ROUTER_DEFAULTS}
     assert [lsn["port"] for lsn in printed["listeners"]] == [5672, 5673, 5674]
     assert printed["listeners"][0]["name"] == "listener/127.0.0.1:5672"
     assert printed["listeners"][0]["linkCapacity"] == 250
@@ -108,21 +116,21 @@ def _write_json(near: Path, data: dict[str, Any]) -> Path:
 
 def test_id_flag_replaces_the_files(capsys: pytest.CaptureFixture[str], config_file: Path) -> None:
     printed = check(capsys, "--config", str(config_file), "--id", "FromFlag")
-    assert printed["router"] == {"id": "FromFlag", "mode": "interior", **SASL_DEFAULTS}
+    assert printed["router"] == {"id": "FromFlag", "mode": "interior", **ROUTER_DEFAULTS}
 
 
 def test_id_defaults_to_the_host_name(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(socket, "gethostname", lambda: "box-1.example")
-    router = {"id": "box-1.example", "mode": "standalone", **SASL_DEFAULTS}
+    router = {"id": "box-1.example", "mode": "standalone", **ROUTER_DEFAULTS}
     assert check(capsys)["router"] == router
     no_id = tmp_path / "no-id.yaml"
     no_id.write_text("router: {mode: edge}\n")
     assert check(capsys, "--config", str(no_id))["router"] == {
         "id": "box-1.example",
         "mode": "edge",
-        **SASL_DEFAULTS,
+        **ROUTER_DEFAULTS,
     }
     no_router = tmp_path / "no-router.yaml"
     no_router.write_text("addresses: [{prefix: a}]\n")
@@ -296,3 +304,170 @@ def test_module_entry_point(config_file: Path) -> None:
     )
     assert bad.returncode == 2
     assert bad.stderr == "routernet-router: argument --listen: 'nowhere' is not HOST:PORT\n"
+
+
+# ----- modes, inter-router and edge listeners, connectors ------------------------------------
+
+ROUTERS_FILE = """\
+router: {id: FromFile, mode: interior}
+listeners:
+  - {host: 127.0.0.1, port: 5672}
+  - {host: 0.0.0.0, port: 55672, role: inter-router}
+  - {host: 0.0.0.0, port: 45672, role: edge}
+connectors:
+  - {name: broker, host: broker.example, port: 5672, role: route-container}
+  - {host: old-peer.example, port: 55672, role: inter-router}
+"""
+
+
+@pytest.fixture
+def routers_file(tmp_path: Path) -> Path:
+    path = tmp_path / "routers.yaml"
+    path.write_text(ROUTERS_FILE)
+    return path
+
+
+def test_mode_flag_replaces_the_files(
+    capsys: pytest.CaptureFixture[str], config_file: Path
+) -> None:
+    assert check(capsys, "--id", "R1", "--mode", "edge")["router"]["mode"] == "edge"
+    printed = check(capsys, "--config", str(config_file), "--mode", "interior")
+    assert printed["router"]["mode"] == "interior"
+
+
+def test_connect_in_interior_mode_makes_inter_router_connectors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    printed = check(
+        capsys,
+        "--id",
+        "R1",
+        "--mode",
+        "interior",
+        "--connect",
+        "router-1.routers.svc:55672",
+        "--connect",
+        "[fd00::2]:amqp,cost=4",
+    )
+    connectors = printed["connectors"]
+    assert [(c["name"], c["host"], c["port"], c["role"], c["cost"]) for c in connectors] == [
+        ("connector/router-1.routers.svc:55672", "router-1.routers.svc", 55672, "inter-router", 1),
+        ("connector/[fd00::2]:5672", "fd00::2", 5672, "inter-router", 4),
+    ]
+    assert connectors[0]["saslMechanisms"] == ["ANONYMOUS"]
+
+
+def test_connect_in_edge_mode_makes_edge_connectors(capsys: pytest.CaptureFixture[str]) -> None:
+    printed = check(capsys, "--id", "E1", "--mode", "edge", "--connect", "interior:45672")
+    assert [(c["host"], c["role"], c["cost"]) for c in printed["connectors"]] == [
+        ("interior", "edge", 1)
+    ]
+
+
+def test_connect_takes_its_role_from_the_files_mode(
+    capsys: pytest.CaptureFixture[str], routers_file: Path
+) -> None:
+    printed = check(capsys, "--config", str(routers_file), "--connect", "new-peer:55672")
+    # The file's inter-router connector is replaced, its route-container one kept.
+    assert [(c["name"], c["role"]) for c in printed["connectors"]] == [
+        ("broker", "route-container"),
+        ("connector/new-peer:55672", "inter-router"),
+    ]
+
+
+def test_router_listen_flags_replace_only_their_role(
+    capsys: pytest.CaptureFixture[str], routers_file: Path
+) -> None:
+    printed = check(
+        capsys,
+        "--config",
+        str(routers_file),
+        "--inter-router-listen",
+        ":55673",
+        "--inter-router-listen",
+        "[::]:55674",
+        "--edge-listen",
+        "127.0.0.1:45673",
+    )
+    assert [(lsn["host"], lsn["port"], lsn["role"]) for lsn in printed["listeners"]] == [
+        ("127.0.0.1", 5672, "normal"),
+        ("0.0.0.0", 55673, "inter-router"),
+        ("::", 55674, "inter-router"),
+        ("127.0.0.1", 45673, "edge"),
+    ]
+    assert len(printed["connectors"]) == 2  # untouched without --connect
+
+
+def test_a_whole_interior_router_from_flags(
+    capsys: pytest.CaptureFixture[str], served: list[RouterConfig]
+) -> None:
+    argv = [
+        *("--id", "R1", "--mode", "interior", "--listen", ":5672"),
+        *("--inter-router-listen", ":55672", "--edge-listen", ":45672"),
+        *("--connect", "router-2:55672,cost=2", "--connect", "router-3:55672"),
+    ]
+    assert main(argv) == 7
+    [config] = served
+    assert [lsn.role for lsn in config.listeners] == ["normal", "inter-router", "edge"]
+    assert [(c.host, c.cost) for c in config.connectors] == [("router-2", 2), ("router-3", 1)]
+    assert "connectors=2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--id", "R1", "--connect", "peer:55672"],
+            "--connect needs router mode interior or edge (--mode), not standalone",
+        ),
+        (["--mode", "mesh"], "argument --mode: invalid choice: 'mesh'"),
+        (
+            ["--mode", "interior", "--connect", "peer"],
+            "argument --connect: 'peer' is not HOST:PORT",
+        ),
+        (
+            ["--mode", "interior", "--connect", ":55672"],
+            "argument --connect: ':55672': a connector needs a host",
+        ),
+        (
+            ["--mode", "interior", "--connect", "::1:55672"],
+            "argument --connect: '::1:55672': write an IPv6 host in brackets",
+        ),
+        (
+            ["--mode", "interior", "--connect", "peer:55672,cost=0"],
+            "argument --connect: 'peer:55672,cost=0': cost: '0' is invalid",
+        ),
+        (
+            ["--mode", "interior", "--connect", "peer:55672,cost=x"],
+            "argument --connect: 'peer:55672,cost=x': cost: 'x' is invalid",
+        ),
+        (
+            ["--mode", "interior", "--connect", "peer:55672,weight=2"],
+            "argument --connect: 'peer:55672,weight=2': unknown option 'weight=2' (only cost=N)",
+        ),
+        (
+            ["--id", "E1", "--mode", "edge", "--connect", "peer:55672,cost=2"],
+            "connectors[0]: cost 2 applies only to role inter-router, not edge",
+        ),
+        (
+            ["--id", "R1", "--inter-router-listen", ":55672"],
+            "listeners[0]: role inter-router needs router.mode interior, not standalone",
+        ),
+        (
+            ["--id", "E1", "--mode", "edge", "--edge-listen", ":45672"],
+            "listeners[0]: role edge needs router.mode interior, not edge",
+        ),
+        (
+            ["--id", "R1", "--mode", "interior", "--listen", ":5672", "--edge-listen", ":5672"],
+            "listeners[1]: duplicate 0.0.0.0:5672 (also listeners[0])",
+        ),
+        (
+            ["--inter-router-listen", "host:70000"],
+            "argument --inter-router-listen: 'host:70000': port: 70000 is not a valid port",
+        ),
+    ],
+)
+def test_bad_router_network_flags(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert fail(capsys, *argv).startswith(message)

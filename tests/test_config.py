@@ -44,6 +44,7 @@ def test_listener_defaults() -> None:
         "host": "0.0.0.0",
         "port": 5672,
         "role": "normal",
+        "cost": 1,
         "linkCapacity": 250,
         "saslMechanisms": ["ANONYMOUS"],
         "authenticatePeer": False,
@@ -210,7 +211,7 @@ def test_valid_patterns(pattern: str) -> None:
             "router.mode: 'mesh' is invalid: input should be 'standalone', 'interior' or 'edge'",
         ),
         ({"router": {"id": "R1", "colour": "red"}}, "router.colour: unknown key"),
-        ({"router": {"id": "R1"}, "connectors": []}, "connectors: unknown key"),
+        ({"router": {"id": "R1"}, "linkRoutes": []}, "linkRoutes: unknown key"),
         (
             config(listeners=[{"port": "abc"}]),
             """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
@@ -515,7 +516,7 @@ def test_empty_file_reports_missing_router(tmp_path: Path) -> None:
 
 def test_schema_describes_the_file() -> None:
     schema = config_schema()
-    assert set(schema["properties"]) == {"router", "listeners", "addresses"}
+    assert set(schema["properties"]) == {"router", "listeners", "connectors", "addresses"}
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]
     assert {"type": "string", "pattern": r"^(\d+|amqp)$"} in listener["properties"]["port"]["anyOf"]
@@ -526,3 +527,232 @@ def test_schema_describes_the_file() -> None:
         "multicast",
     }
     json.dumps(schema)
+
+
+# ----- router timers, connectors, roles and modes ---------------------------------------------
+
+
+def test_router_timer_defaults_are_dispatchs() -> None:
+    router = validate_config(config()).router
+    assert (
+        router.helloIntervalSeconds,
+        router.helloMaxAgeSeconds,
+        router.raIntervalSeconds,
+        router.raIntervalFluxSeconds,
+        router.remoteLsMaxAgeSeconds,
+    ) == (1, 3, 30, 4, 60)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"helloIntervalSeconds": 0},
+            "router.helloIntervalSeconds: 0 is invalid: input should be greater than 0",
+        ),
+        (
+            {"raIntervalFluxSeconds": -4},
+            "router.raIntervalFluxSeconds: -4 is invalid: input should be greater than 0",
+        ),
+        (
+            {"helloIntervalSeconds": 3},
+            "router: helloMaxAgeSeconds 3 must be greater than helloIntervalSeconds 3,"
+            " or neighbors are lost between two HELLOs",
+        ),
+        (
+            {"raIntervalSeconds": 60},
+            "router: remoteLsMaxAgeSeconds 60 must be greater than raIntervalSeconds 60,"
+            " or link state expires between two advertisements",
+        ),
+        (
+            {"helloIntervalSeconds": 1.5},
+            "router.helloIntervalSeconds: 1.5 is invalid: input should be a valid integer",
+        ),
+    ],
+)
+def test_router_timer_errors(fields: dict[str, Any], message: str) -> None:
+    assert error_of({"router": {"id": "R1", **fields}}).startswith(message)
+
+
+def test_router_timers_can_be_tuned() -> None:
+    router = validate_config(
+        {"router": {"id": "R1", "helloIntervalSeconds": 2, "helloMaxAgeSeconds": 5}}
+    ).router
+    assert (router.helloIntervalSeconds, router.helloMaxAgeSeconds) == (2, 5)
+
+
+def interior(**sections: Any) -> dict[str, Any]:
+    return {"router": {"id": "R1", "mode": "interior"}, **sections}
+
+
+def test_connector_defaults_are_dispatchs() -> None:
+    ctr = validate_config(config(connectors=[{}])).connectors[0]
+    assert ctr.model_dump() == {
+        "name": "connector/127.0.0.1:5672",
+        "host": "127.0.0.1",
+        "port": 5672,
+        "role": "normal",
+        "cost": 1,
+        "saslMechanisms": ["ANONYMOUS"],
+        "saslUsername": None,
+        "saslPassword": None,
+        "idleTimeoutSeconds": 16,
+        "maxFrameSize": 16384,
+        "stripAnnotations": "both",
+        "linkCapacity": 250,
+    }
+
+
+def test_inter_router_connector_to_a_name_that_does_not_resolve_yet() -> None:
+    ctr = validate_config(
+        interior(
+            connectors=[
+                {
+                    "host": "router-1.routers.ns.svc.cluster.local",
+                    "port": "55672",
+                    "role": "inter-router",
+                    "cost": 5,
+                }
+            ]
+        )
+    ).connectors[0]
+    assert (ctr.host, ctr.port, ctr.role, ctr.cost) == (
+        "router-1.routers.ns.svc.cluster.local",
+        55672,
+        "inter-router",
+        5,
+    )
+    assert ctr.name == "connector/router-1.routers.ns.svc.cluster.local:55672"
+
+
+def test_ipv6_connector_is_bracketed_in_its_name() -> None:
+    ctr = validate_config(config(connectors=[{"host": "[::1]", "port": 6000}])).connectors[0]
+    assert (ctr.host, ctr.name) == ("::1", "connector/[::1]:6000")
+
+
+def test_connector_with_a_user_defaults_to_plain() -> None:
+    ctr = validate_config(
+        config(connectors=[{"saslUsername": "r1@REALM", "saslPassword": "env:PW"}])
+    ).connectors[0]
+    assert ctr.saslMechanisms == ["PLAIN"]
+    assert (ctr.saslUsername, ctr.saslPassword) == ("r1@REALM", "env:PW")
+
+
+def test_listener_cost_for_inter_router() -> None:
+    lsn = validate_config(interior(listeners=[{"role": "inter-router", "cost": 7}])).listeners[0]
+    assert lsn.cost == 7
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            config(listeners=[{"role": "inter-router"}]),
+            "listeners[0]: role inter-router needs router.mode interior, not standalone",
+        ),
+        (
+            {"router": {"id": "R1", "mode": "edge"}, "listeners": [{"role": "inter-router"}]},
+            "listeners[0]: role inter-router needs router.mode interior, not edge",
+        ),
+        (
+            config(connectors=[{"role": "inter-router"}]),
+            "connectors[0]: role inter-router needs router.mode interior, not standalone",
+        ),
+        (
+            {"router": {"id": "R1", "mode": "edge"}, "listeners": [{"role": "edge"}]},
+            "listeners[0]: role edge needs router.mode interior, not edge"
+            " (edge routers connect to interior routers)",
+        ),
+        (
+            config(listeners=[{"role": "edge"}]),
+            "listeners[0]: role edge needs router.mode interior, not standalone",
+        ),
+        (
+            interior(connectors=[{"port": 1}, {"port": 2, "role": "edge"}]),
+            "connectors[1]: role edge needs router.mode edge, not interior"
+            " (interior routers dial each other as inter-router)",
+        ),
+        (
+            config(connectors=[{"role": "edge"}]),
+            "connectors[0]: role edge needs router.mode edge, not standalone",
+        ),
+        (
+            interior(connectors=[{"cost": 2}]),
+            "connectors[0]: cost 2 applies only to role inter-router, not normal",
+        ),
+        (
+            interior(listeners=[{"role": "edge", "cost": 2}]),
+            "listeners[0]: cost 2 applies only to role inter-router, not edge",
+        ),
+        (
+            interior(connectors=[{"role": "inter-router", "cost": 0}]),
+            "connectors[0].cost: 0 is invalid: input should be greater than or equal to 1",
+        ),
+        (
+            config(connectors=[{"saslMechanisms": "PLAIN", "saslUsername": "u"}]),
+            "connectors[0]: PLAIN needs both saslUsername and saslPassword",
+        ),
+        (
+            config(connectors=[{"saslMechanisms": "ANONYMOUS", "saslUsername": "u"}]),
+            "connectors[0]: saslUsername and saslPassword are only sent with PLAIN",
+        ),
+        (
+            config(connectors=[{"saslUsername": ""}]),
+            "connectors[0].saslUsername: must not be empty (leave it out instead)",
+        ),
+        (
+            config(connectors=[{"host": "bad host"}]),
+            "connectors[0].host: 'bad host' is not a valid host",
+        ),
+        (
+            config(connectors=[{"port": 0}]),
+            "connectors[0].port: 0 is not a valid port",
+        ),
+        (
+            config(connectors=[{"sslProfile": "tls"}]),
+            "connectors[0].sslProfile: unknown key",
+        ),
+        (
+            config(connectors=[{"port": 1}, {"name": "connector/127.0.0.1:1", "port": 2}]),
+            "connectors[1]: duplicate name 'connector/127.0.0.1:1' (also connectors[0])",
+        ),
+    ],
+)
+def test_connector_and_role_errors(data: dict[str, Any], message: str) -> None:
+    assert error_of(data).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("mode", "listener_roles", "connector_roles"),
+    [
+        ("standalone", ["normal", "route-container"], ["normal", "route-container"]),
+        ("interior", ["normal", "inter-router", "edge"], ["inter-router", "route-container"]),
+        ("edge", ["normal", "route-container"], ["edge", "normal"]),
+    ],
+)
+def test_roles_each_mode_allows(
+    mode: str, listener_roles: list[str], connector_roles: list[str]
+) -> None:
+    cfg = validate_config(
+        {
+            "router": {"id": "R1", "mode": mode},
+            "listeners": [{"port": 5672 + i, "role": r} for i, r in enumerate(listener_roles)],
+            "connectors": [{"port": 6000 + i, "role": r} for i, r in enumerate(connector_roles)],
+        }
+    )
+    assert [c.role for c in cfg.connectors] == connector_roles
+
+
+def test_a_config_with_connectors_dumps_and_loads_back(tmp_path: Path) -> None:
+    cfg = validate_config(
+        interior(
+            listeners=[{"role": "inter-router", "port": 55672, "cost": 2}],
+            connectors=[
+                {"host": "peer", "port": 55672, "role": "inter-router", "cost": 3},
+                {"host": "broker", "role": "route-container", "stripAnnotations": False},
+            ],
+        )
+    )
+    path = tmp_path / "again.json"
+    path.write_text(cfg.model_dump_json())
+    assert load_config(path) == cfg

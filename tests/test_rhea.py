@@ -1,0 +1,282 @@
+"""Interoperability with rhea, the Node.js AMQP 1.0 client, through a real router process.
+
+Each scenario is a small CommonJS script in tests/rhea/ that takes its arguments as one JSON
+object and prints JSON lines: `{"event": ...}` while it runs, then one `{"result": ...}` (or
+`{"error": ...}`). The scripts have their own deadline; the test also bounds every wait and kills
+the process on the way out. python-qpid-proton clients run in the test's own event loop (the
+`world` fixture) and are pumped while the script runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import ACCEPTED, REJECTED, Receiver, World
+from harness import RouterProcess
+from proton import Message
+
+pytestmark = pytest.mark.network
+
+RHEA_DIR = Path(__file__).resolve().parent / "rhea"
+SCRIPT_TIMEOUT = 20.0
+
+
+def rhea_body(i: int) -> Any:
+    """The body tests/rhea/common.js bodyFor(i) sends, as describeBody() reports it."""
+    if i % 2 == 0:
+        return f"message {i} ünïcødé ✓ " + "x" * (i % 50)
+    return {"binary": (bytes([i % 256]) * (i % 100 + 1)).hex()}
+
+
+class NodeScript:
+    """One rhea script as a child process; its stdout is read without blocking the test."""
+
+    def __init__(self, script: str, log_dir: Path, **args: Any) -> None:
+        node = shutil.which("node")
+        if node is None or not (RHEA_DIR / "node_modules" / "rhea").is_dir():
+            pytest.fail(
+                "node and tests/rhea/node_modules are needed: run `make test` "
+                "or `cd tests/rhea && npm ci`"
+            )
+        args.setdefault("timeout", SCRIPT_TIMEOUT)
+        self.name = script
+        self.stderr_path = log_dir / f"{script}.stderr"
+        with self.stderr_path.open("wb") as stderr:
+            self.proc = subprocess.Popen(
+                [node, str(RHEA_DIR / script), json.dumps(args)],
+                cwd=RHEA_DIR,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        self.lines: list[dict[str, Any]] = []
+        self._partial = b""
+        self._eof = False
+
+    def poll(self) -> list[dict[str, Any]]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while not self._eof and select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self._eof = True
+                break
+            self._partial += chunk
+            *done, self._partial = self._partial.split(b"\n")
+            self.lines += [json.loads(line) for line in done if line.strip()]
+        return self.lines
+
+    def _failure(self) -> str | None:
+        for line in self.poll():
+            if "error" in line:
+                return f"{self.name} failed: {line['error']}\n{self.stderr()}"
+        if self._eof and self.proc.poll() is not None and self.proc.returncode != 0:
+            return f"{self.name} exited with {self.proc.returncode}\n{self.stderr()}"
+        return None
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def has_event(self, name: str) -> bool:
+        failure = self._failure()
+        assert failure is None, failure
+        return any(line.get("event") == name for line in self.lines)
+
+    def finished(self) -> bool:
+        failure = self._failure()
+        assert failure is None, failure
+        return any("result" in line for line in self.lines) or self._eof
+
+    def result(self) -> dict[str, Any]:
+        for line in self.poll():
+            if "result" in line:
+                return line["result"]
+        raise AssertionError(
+            f"{self.name} gave no result (exit {self.proc.poll()}, printed {self.lines}, "
+            f"unterminated {self._partial[:200]!r})\n{self.stderr()}"
+        )
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Callable[..., NodeScript]]:
+    """Starts rhea scripts; every one is killed (if still running) when the test ends."""
+    started: list[NodeScript] = []
+
+    def start(script: str, **args: Any) -> NodeScript:
+        proc = NodeScript(script, tmp_path, **args)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.close()
+
+
+def endpoint(router: RouterProcess) -> dict[str, Any]:
+    return {"host": router.host, "port": router.port}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """For tests with no python client: nothing to pump while waiting."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_rhea_to_rhea_unsettled_bodies_intact(
+    tmp_path: Path, node: Callable[..., NodeScript]
+) -> None:
+    count = 1000
+    with RouterProcess(tmp_path) as router:
+        script = node("p2p.js", **endpoint(router), address="interop.p2p", count=count)
+        wait_for(script.finished, timeout=SCRIPT_TIMEOUT + 5, what="rhea p2p")
+        result = script.result()
+        assert router.alive()
+
+    assert result["sent"] == count
+    assert result["outcomes"] == {"accepted": count, "rejected": 0, "released": 0, "modified": 0}
+    # every body, unchanged, in order
+    assert result["received"] == [rhea_body(i) for i in range(count)]
+
+
+def python_echo_service(answers: Any) -> Callable[[Receiver, Message, Any], None]:
+    def answer(receiver: Receiver, message: Message, delivery: Any) -> None:
+        answers.send(
+            Message(
+                address=message.reply_to,
+                correlation_id=message.correlation_id,
+                body=str(message.body).upper(),
+            )
+        )
+        delivery.update(ACCEPTED)
+        delivery.settle()
+
+    return answer
+
+
+def test_rhea_requests_python_service_replies_to_dynamic_address(
+    tmp_path: Path, world: World, node: Callable[..., NodeScript]
+) -> None:
+    count = 20
+    with RouterProcess(tmp_path) as router:
+        service = world.connect(router.url)
+        answers = service.sender(None)  # anonymous: each reply goes to its request's reply-to
+        requests = service.receiver("interop.echo", credit=50)
+        requests.policy = python_echo_service(answers)
+
+        script = node("requester.js", **endpoint(router), address="interop.echo", count=count)
+        world.run_until(script.finished, timeout=SCRIPT_TIMEOUT + 5, what="rhea requester")
+        result = script.result()
+        world.run_until(answers.all_settled, what="replies settled")
+        world.close()  # before the router stops, so it need not wait out its close grace
+
+    reply_to = result["reply_to"]
+    assert reply_to.startswith("_topo/0/R1/temp.") or reply_to.startswith("amqp:/_topo/0/R1/temp.")
+    assert [m.reply_to for m in requests.messages] == [reply_to] * count
+    responses = sorted(result["responses"], key=lambda r: int(r["correlation_id"][4:]))
+    assert [(r["correlation_id"], r["body"]) for r in responses] == [
+        (f"req-{i}", f"PING {i}") for i in range(count)
+    ]
+    assert all(r["to"] == reply_to for r in responses)
+    assert [t.state for t in answers.sent] == [ACCEPTED] * count
+
+
+def test_python_requests_rhea_service_replies_to_dynamic_address(
+    tmp_path: Path, world: World, node: Callable[..., NodeScript]
+) -> None:
+    count = 20
+    with RouterProcess(tmp_path) as router:
+        # The world's loop needs a connection before it is stepped, so the client comes first.
+        client = world.connect(router.url)
+        replies = client.receiver(None, dynamic=True, credit=50)
+        assert replies.address
+        script = node("responder.js", **endpoint(router), address="interop.upper", count=count)
+        world.run_until(lambda: script.has_event("ready"), timeout=10, what="rhea service ready")
+        requests = client.sender("interop.upper")
+        world.run_until(lambda: requests.credit > 0, what="credit for the service address")
+        tracked = requests.send_all(
+            Message(reply_to=replies.address, correlation_id=f"c{i}", body=f"hello {i}")
+            for i in range(count)
+        )
+        world.run_until(lambda: len(replies.messages) == count, what="all replies")
+        world.run_until(requests.all_settled, what="requests settled")
+        world.run_until(script.finished, timeout=SCRIPT_TIMEOUT, what="rhea service done")
+        assert script.result() == {"served": count}
+        world.close()  # before the router stops, so it need not wait out its close grace
+
+    assert [t.state for t in tracked] == [ACCEPTED] * count
+    got = sorted((m.correlation_id, m.body) for m in replies.messages)
+    assert got == sorted((f"c{i}", f"HELLO {i}") for i in range(count))
+
+
+def test_rhea_annotations_and_properties_reach_python_unchanged(
+    tmp_path: Path, world: World, node: Callable[..., NodeScript]
+) -> None:
+    with RouterProcess(tmp_path) as router:
+        consumer = world.connect(router.url).receiver("interop.props", credit=10)
+        script = node("annotated.js", **endpoint(router), address="interop.props")
+        world.run_until(script.finished, timeout=SCRIPT_TIMEOUT + 5, what="rhea annotated sender")
+        assert script.result() == {"outcomes": ["accepted"] * 3}
+        world.run_until(lambda: len(consumer.messages) == 3, what="three messages")
+        world.close()  # before the router stops, so it need not wait out its close grace
+
+    for seq, message in enumerate(consumer.messages):
+        assert message.id == f"annotated-{seq}"
+        assert message.subject == "interop"
+        assert message.properties == {
+            "seq": seq,
+            "str": "héllo wörld",
+            "neg": -7,
+            "big": 1099511627776,
+            "dbl": 1.5,
+            "bool": True,
+            "nothing": None,
+        }
+        annotations = message.annotations
+        assert annotations is not None
+        assert annotations["x-opt-test-annotation"] == "kept"
+        assert annotations["x-opt-sequence"] == seq
+    plain, data, mapped = consumer.messages
+    assert plain.body == "plain string body ✓"
+    assert (data.body, data.inferred) == (bytes([0, 1, 2, 253, 254, 255]), True)  # data section
+    assert mapped.body == {"a": 1, "b": "two", "nested": [1, 2, 3], "flag": True}
+
+
+def test_rhea_rejection_condition_reaches_python_sender(
+    tmp_path: Path, world: World, node: Callable[..., NodeScript]
+) -> None:
+    count = 5
+    with RouterProcess(tmp_path) as router:
+        client = world.connect(router.url)
+        script = node("rejecter.js", **endpoint(router), address="interop.reject", count=count)
+        world.run_until(lambda: script.has_event("ready"), timeout=10, what="rhea receiver")
+        sender = client.sender("interop.reject")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        tracked = sender.send_all(Message(body=f"order {i}") for i in range(count))
+        world.run_until(sender.all_settled, what="outcomes from the rhea receiver")
+        world.run_until(script.finished, timeout=SCRIPT_TIMEOUT, what="rhea receiver done")
+        assert script.result() == {"rejected": [f"order {i}" for i in range(count)]}
+        world.close()  # before the router stops, so it need not wait out its close grace
+
+    for i, t in enumerate(tracked):
+        assert t.state == REJECTED, t.outcome
+        assert t.condition is not None
+        assert t.condition.name == "app:rejected-by-test"
+        assert t.condition.description == f"no thanks: order {i}"
+        assert t.condition.info == {"reason": "interop", "seq": i + 1}
