@@ -9,7 +9,14 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from router.config import ConfigError, Listener, RouterConfig, read_config_file, validate_config
+from router.config import (
+    ConfigError,
+    Connector,
+    Listener,
+    RouterConfig,
+    read_config_file,
+    validate_config,
+)
 from router.log import FORMATS, LEVELS, configure, get_logger
 
 PROG = "routernet-router"
@@ -27,18 +34,51 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _listen_flag(text: str) -> Listener:
+# The connector role --connect gives, per router mode.
+CONNECT_ROLES = {"interior": "inter-router", "edge": "edge"}
+
+
+def _host_port(text: str) -> tuple[str, str]:
     host, sep, port = text.rpartition(":")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
     if ":" in host and not (host.startswith("[") and host.endswith("]")):
         raise argparse.ArgumentTypeError(f"{text!r}: write an IPv6 host in brackets, [::1]:5672")
+    return host, port
+
+
+def _type_error(err: ValidationError, text: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(str(ConfigError.from_validation(err, context=f"{text!r}: ")))
+
+
+def _listen_flag(role: str) -> Any:
+    def parse(text: str) -> Listener:
+        host, port = _host_port(text)
+        try:
+            return Listener.model_validate({"host": host or "0.0.0.0", "port": port, "role": role})
+        except ValidationError as err:
+            raise _type_error(err, text) from None
+
+    return parse
+
+
+def _connect_flag(text: str) -> dict[str, Any]:
+    """HOST:PORT[,cost=N]: the connector's role comes later, from the router's mode."""
+    address, _, options = text.partition(",")
+    host, port = _host_port(address)
+    entry: dict[str, Any] = {"host": host, "port": port}
+    for option in options.split(",") if options else []:
+        key, sep, value = option.partition("=")
+        if key.strip() != "cost" or not sep:
+            raise argparse.ArgumentTypeError(f"{text!r}: unknown option {option!r} (only cost=N)")
+        entry["cost"] = value.strip()
+    if not host:
+        raise argparse.ArgumentTypeError(f"{text!r}: a connector needs a host")
     try:
-        return Listener.model_validate({"host": host or "0.0.0.0", "port": port})
+        checked = Connector.model_validate({**entry, "role": "inter-router"})
     except ValidationError as err:
-        raise argparse.ArgumentTypeError(
-            str(ConfigError.from_validation(err, context=f"{text!r}: "))
-        ) from None
+        raise _type_error(err, text) from None
+    return {key: getattr(checked, key) for key in entry}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,13 +98,46 @@ def _parser() -> argparse.ArgumentParser:
         f" the host name is used (here: {socket.gethostname()})",
     )
     parser.add_argument(
+        "--mode",
+        choices=["standalone", "interior", "edge"],
+        help="router mode, replacing router.mode from the file (default: standalone)",
+    )
+    parser.add_argument(
         "--listen",
         metavar="HOST:PORT",
         action="append",
-        type=_listen_flag,
+        type=_listen_flag("normal"),
         default=[],
         help="accept clients on HOST:PORT with default listener settings; [::1]:5672 for IPv6,"
         " :5672 for every IPv4 interface; repeatable; replaces the file's normal-role listeners",
+    )
+    parser.add_argument(
+        "--inter-router-listen",
+        metavar="HOST:PORT",
+        action="append",
+        type=_listen_flag("inter-router"),
+        default=[],
+        help="accept interior routers on HOST:PORT (mode interior); repeatable; replaces the"
+        " file's inter-router listeners",
+    )
+    parser.add_argument(
+        "--edge-listen",
+        metavar="HOST:PORT",
+        action="append",
+        type=_listen_flag("edge"),
+        default=[],
+        help="accept edge routers on HOST:PORT (mode interior); repeatable; replaces the file's"
+        " edge listeners",
+    )
+    parser.add_argument(
+        "--connect",
+        metavar="HOST:PORT[,cost=N]",
+        action="append",
+        type=_connect_flag,
+        default=[],
+        help="keep a connection to the router at HOST:PORT: an inter-router connector in mode"
+        " interior (cost=N: its cost, default 1), an edge connector in mode edge; the host may"
+        " not resolve yet; repeatable; replaces the file's connectors of that role",
     )
     parser.add_argument("--log-level", choices=list(LEVELS), default="info")
     parser.add_argument(
@@ -87,21 +160,40 @@ def _effective_config(args: argparse.Namespace) -> RouterConfig:
     if data.get("router") is None:
         data["router"] = {}
     router = data["router"]
+    mode = "standalone"
     if isinstance(router, dict):
         if args.id is not None:
             router["id"] = args.id
         else:
             router.setdefault("id", socket.gethostname())
-    if args.listen:
-        listeners = data.get("listeners") or []
-        if isinstance(listeners, list):
-            kept = [
-                entry
-                for entry in listeners
-                if not (isinstance(entry, dict) and entry.get("role", "normal") == "normal")
-            ]
-            data["listeners"] = kept + [listener.model_dump() for listener in args.listen]
+        if args.mode is not None:
+            router["mode"] = args.mode
+        mode = router.get("mode", mode)
+    for role, flags in (
+        ("normal", args.listen),
+        ("inter-router", args.inter_router_listen),
+        ("edge", args.edge_listen),
+    ):
+        if flags:
+            _replace(data, "listeners", role, [listener.model_dump() for listener in flags])
+    if args.connect:
+        role = CONNECT_ROLES.get(mode) if isinstance(mode, str) else None
+        if role is None:
+            raise ConfigError(f"--connect needs router mode interior or edge (--mode), not {mode}")
+        _replace(data, "connectors", role, [{**entry, "role": role} for entry in args.connect])
     return validate_config(data)
+
+
+def _replace(data: dict[str, Any], field: str, role: str, entries: list[dict[str, Any]]) -> None:
+    """Flags replace the file's entries of their role and leave the others alone."""
+    current = data.get(field) or []
+    if isinstance(current, list):
+        kept = [
+            entry
+            for entry in current
+            if not (isinstance(entry, dict) and entry.get("role", "normal") == role)
+        ]
+        data[field] = kept + entries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         id=config.router.id,
         mode=config.router.mode,
         listeners=len(config.listeners),
+        connectors=len(config.connectors),
         addresses=len(config.addresses),
     )
     from router.engine import serve  # deferred: --check and usage errors need no engine

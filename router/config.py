@@ -35,6 +35,10 @@ StripAnnotations = Literal["in", "out", "both", "no"]
 Distribution = Literal["closest", "balanced", "multicast"]
 Undeliverable = Literal["drop", "hold", "redirect"]
 
+# Roles that carry router traffic: Dispatch never strips router annotations on them, whatever
+# stripAnnotations says, and only inter-router connections have a cost.
+ROUTER_ROLES = frozenset({"inter-router", "edge"})
+
 _SEPARATORS = re.compile(r"[./]")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 
@@ -141,6 +145,11 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _check_cost(role: str, cost: int) -> None:
+    if cost != 1 and role != "inter-router":
+        raise ValueError(f"cost {cost} applies only to role inter-router, not {role}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -183,6 +192,14 @@ class Listener(_Strict):
     host: str = Field(default="0.0.0.0", description="IP literal or host name to bind.")
     port: Port = Field(default=AMQP_PORT, description='1..65535, or "amqp" for 5672.')
     role: Role = Field(default="normal", description="Who is expected to connect.")
+    cost: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Role inter-router only: the cost of connections through this listener; a"
+            " connection costs the larger of both ends' values."
+        ),
+    )
     linkCapacity: int = Field(default=250, gt=0, description="Credit granted per incoming link.")
     saslMechanisms: SaslMechanisms = Field(
         default_factory=lambda: ["ANONYMOUS"],
@@ -222,6 +239,113 @@ class Listener(_Strict):
             raise ValueError(
                 "authenticatePeer requires a mechanism other than ANONYMOUS in saslMechanisms"
             )
+        _check_cost(self.role, self.cost)
+        return self
+
+    @property
+    def address(self) -> str:
+        """HOST:PORT with IPv6 hosts bracketed, for log lines and messages."""
+        return f"{_bracketed(self.host)}:{self.port}"
+
+
+class Connector(_Strict):
+    """An outgoing connection the router keeps up, Dispatch's ``connector`` entity.
+
+    The host is resolved again on every attempt, and a name that does not resolve yet is
+    accepted: on Kubernetes the peer's pod and its DNS record may appear after this router.
+    """
+
+    name: str = Field(
+        default="",
+        description='Management name; defaults to "connector/HOST:PORT".',
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description="IP literal or host name to dial; resolved again before every attempt.",
+    )
+    port: Port = Field(default=AMQP_PORT, description='1..65535, or "amqp" for 5672.')
+    role: Role = Field(
+        default="normal",
+        description=(
+            "What is at the other end: inter-router (an interior router; needs router mode"
+            " interior), edge (an interior router, dialled by an edge router), route-container"
+            " (a broker), normal."
+        ),
+    )
+    cost: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Role inter-router only: the cost of this connection for path computation; the"
+            " larger of both ends' values counts."
+        ),
+    )
+    saslMechanisms: SaslMechanisms = Field(
+        default_factory=lambda: ["ANONYMOUS"],
+        description="Mechanisms the router may use; default PLAIN when saslUsername is set.",
+    )
+    saslUsername: str | None = Field(
+        default=None, description="User name sent with PLAIN (USER@REALM for a Cyrus sasldb)."
+    )
+    saslPassword: str | None = Field(
+        default=None,
+        description=(
+            "Password sent with PLAIN, read at every attempt: 'env:VAR' (an environment"
+            " variable), 'file:/abs/path' (a file's first line, e.g. a mounted Secret),"
+            " 'pass:TEXT' or plain TEXT."
+        ),
+    )
+    idleTimeoutSeconds: int = Field(
+        default=16,
+        ge=0,
+        description=(
+            "Idle timeout advertised in Open; 0 disables it. Also how long an attempt may take"
+            " to get the peer's Open (16 s when 0)."
+        ),
+    )
+    maxFrameSize: int = Field(
+        default=16384, ge=512, le=2**32 - 1, description="Largest frame accepted, in bytes."
+    )
+    stripAnnotations: Annotated[StripAnnotations, BeforeValidator(_parse_strip)] = Field(
+        default="both",
+        description=(
+            "Strip router message annotations on the way in, out, both or no; ignored (never"
+            " stripped) for roles inter-router and edge, as in Dispatch."
+        ),
+    )
+    linkCapacity: int = Field(default=250, gt=0, description="Credit granted per incoming link.")
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return _check_host(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"{value!r} is not a valid name (leave it out to get the default)")
+        return value
+
+    @field_validator("saslUsername", "saslPassword")
+    @classmethod
+    def _credential(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("must not be empty (leave it out instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults_and_consistency(self) -> Self:
+        if "name" not in self.model_fields_set:
+            self.name = f"connector/{self.address}"
+        if "saslMechanisms" not in self.model_fields_set and self.saslUsername is not None:
+            self.saslMechanisms = ["PLAIN"]
+        plain = "PLAIN" in self.saslMechanisms
+        if plain and (self.saslUsername is None or self.saslPassword is None):
+            raise ValueError("PLAIN needs both saslUsername and saslPassword")
+        if not plain and (self.saslUsername is not None or self.saslPassword is not None):
+            raise ValueError("saslUsername and saslPassword are only sent with PLAIN")
+        _check_cost(self.role, self.cost)
         return self
 
     @property
@@ -310,6 +434,30 @@ class RouterSettings(_Strict):
 
     id: str = Field(description="Unique router identity: non-empty, no whitespace, no '/'.")
     mode: Mode = Field(default="standalone")
+    helloIntervalSeconds: int = Field(
+        default=1, gt=0, description="Seconds between HELLOs to each neighbor router."
+    )
+    helloMaxAgeSeconds: int = Field(
+        default=3,
+        gt=0,
+        description="A neighbor not heard from for this long is lost; above helloIntervalSeconds.",
+    )
+    raIntervalSeconds: int = Field(
+        default=30, gt=0, description="Seconds between router advertisements in a stable network."
+    )
+    raIntervalFluxSeconds: int = Field(
+        default=4,
+        gt=0,
+        description="Seconds between router advertisements while the topology is changing.",
+    )
+    remoteLsMaxAgeSeconds: int = Field(
+        default=60,
+        gt=0,
+        description=(
+            "A remote router's link state is dropped when no advertisement refreshed it for"
+            " this long; above raIntervalSeconds."
+        ),
+    )
     saslConfigDir: str | None = Field(
         default=None,
         description=(
@@ -363,6 +511,22 @@ class RouterSettings(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _timers(self) -> Self:
+        if self.helloMaxAgeSeconds <= self.helloIntervalSeconds:
+            raise ValueError(
+                f"helloMaxAgeSeconds {self.helloMaxAgeSeconds} must be greater than"
+                f" helloIntervalSeconds {self.helloIntervalSeconds}, or neighbors are lost"
+                " between two HELLOs"
+            )
+        if self.remoteLsMaxAgeSeconds <= self.raIntervalSeconds:
+            raise ValueError(
+                f"remoteLsMaxAgeSeconds {self.remoteLsMaxAgeSeconds} must be greater than"
+                f" raIntervalSeconds {self.raIntervalSeconds}, or link state expires between"
+                " two advertisements"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sasl_config_file(self) -> Self:
         if self.saslConfigDir is not None:
             path = Path(self.saslConfigDir) / f"{self.saslConfigName}.conf"
@@ -379,6 +543,7 @@ class RouterConfig(_Strict):
 
     router: RouterSettings
     listeners: list[Listener] = Field(default_factory=list)
+    connectors: list[Connector] = Field(default_factory=list)
     addresses: list[Address] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -389,7 +554,30 @@ class RouterConfig(_Strict):
         _reject_duplicates(
             "listeners", [(lsn.name, f"name {lsn.name!r}") for lsn in self.listeners]
         )
+        _reject_duplicates(
+            "connectors", [(ctr.name, f"name {ctr.name!r}") for ctr in self.connectors]
+        )
         _reject_duplicates("addresses", [(a.key, a.key) for a in self.addresses])
+        return self
+
+    @model_validator(mode="after")
+    def _roles_fit_the_mode(self) -> Self:
+        """Dispatch's rules: only interior routers join the inter-router network or accept
+        edge routers, and only an edge router dials an interior as an edge."""
+        mode = self.router.mode
+        for field, entries in (("listeners", self.listeners), ("connectors", self.connectors)):
+            for index, entry in enumerate(entries):
+                if entry.role == "inter-router" and mode != "interior":
+                    need, why = "interior", ""
+                elif entry.role == "edge" and field == "listeners" and mode != "interior":
+                    need, why = "interior", " (edge routers connect to interior routers)"
+                elif entry.role == "edge" and field == "connectors" and mode != "edge":
+                    need, why = "edge", " (interior routers dial each other as inter-router)"
+                else:
+                    continue
+                raise ValueError(
+                    f"{field}[{index}]: role {entry.role} needs router.mode {need}, not {mode}{why}"
+                )
         return self
 
 

@@ -12,13 +12,24 @@ import contextlib
 import socket
 from typing import TYPE_CHECKING, Any
 
+from proton import int32, symbol
+
+from router import __version__
+from router.config import ROUTER_ROLES
 from router.log import get_logger
-from router.pn import NULL, ffi, lib, set_condition
+from router.pn import NULL, data_get, data_put, ffi, get_condition, lib, set_condition
 
 if TYPE_CHECKING:
+    from router.connector import Connector
     from router.links import Link
 
 IO_CHUNK = 256 * 1024
+# How long a connector's attempt may take to get the peer's Open when idleTimeoutSeconds is 0.
+CONNECT_TIMEOUT_SECONDS = 16
+# Open properties, as Qpid Dispatch sends them (server.c decorate_connection).
+PRODUCT = "routernet"
+COST_KEY = "qd.inter-router-cost"
+ANNOTATIONS_VERSION = 1
 
 log = get_logger("router")
 
@@ -37,18 +48,35 @@ class IOBuffers:
 
 
 class Connection:
-    """Socket + pn_transport + pn_connection + pn_collector, with the listener's settings."""
+    """Socket + pn_transport + pn_connection + pn_collector, with its listener's or connector's
+    settings.
+
+    An accepted connection (``inbound``) is a Proton server: the router answers the peer's
+    Open. A connector's connection (``connector`` set) is a Proton client: its socket may still
+    be connecting when it is built, the router sends its Open at once, and Proton's output
+    simply waits until the socket becomes writable.
+
+    ``role`` and ``cost`` come from the listener or connector; once the peer's Open arrived
+    (``remote_opened``), ``cost`` of an inter-router connection is the larger of both ends'
+    (the peer's ``qd.inter-router-cost``) and ``remote_properties`` holds the peer's open
+    properties with string keys.
+    """
 
     __slots__ = (
         "closed_at",
         "closing",
         "collector",
         "conn_id",
+        "connector",
+        "cost",
         "dead",
         "eof",
+        "error",
         "fd",
+        "handshake_timeout",
         "head_closed",
         "host",
+        "inbound",
         "link_capacity",
         "links",
         "listener",
@@ -56,6 +84,7 @@ class Connection:
         "opened_at",
         "pn",
         "remote_container",
+        "remote_properties",
         "role",
         "sock",
         "strip_in",
@@ -65,24 +94,42 @@ class Connection:
     )
 
     def __init__(
-        self, sock: socket.socket, listener: Any, conn_id: int, container_id: str, now: float
+        self,
+        sock: socket.socket,
+        listener: Any,
+        conn_id: int,
+        container_id: str,
+        now: float,
+        *,
+        connector: Connector | None = None,
+        password: str | None = None,
     ) -> None:
+        """``listener`` is the Listener or, with ``connector``, the Connector settings;
+        ``password`` is the connector's saslPassword, already read from where it lives."""
         self.sock = sock
         self.fd = sock.fileno()
         self.listener = listener
+        self.connector = connector
+        self.inbound = connector is None
         self.conn_id = conn_id
         self.role: str = listener.role
+        self.cost: int = listener.cost
         self.link_capacity: int = listener.linkCapacity
-        strip = listener.stripAnnotations
+        strip = "no" if self.role in ROUTER_ROLES else listener.stripAnnotations
         self.strip_in = strip in ("in", "both")
         self.strip_out = strip in ("out", "both")
-        try:
-            peer = sock.getpeername()
-            self.host = f"{peer[0]}:{peer[1]}"
-        except OSError:
-            self.host = "?"
+        if connector is not None:
+            self.host = listener.address
+        else:
+            try:
+                peer = sock.getpeername()
+                self.host = f"{peer[0]}:{peer[1]}"
+            except OSError:
+                self.host = "?"
         self.opened_at = now
         self.remote_container: str | None = None
+        self.remote_properties: dict[str, Any] = {}
+        self.error: str | None = None
         self.links: set[Link] = set()
         self.want_write = False
         self.head_closed = False
@@ -91,22 +138,81 @@ class Connection:
         self.closing = False
         self.dead = False
         self.next_tick = 0
+        self.handshake_timeout: int = listener.idleTimeoutSeconds
+        if connector is not None and not self.handshake_timeout:
+            self.handshake_timeout = CONNECT_TIMEOUT_SECONDS
 
         t = lib.pn_transport()
-        lib.pn_transport_set_server(t)
+        if self.inbound:
+            lib.pn_transport_set_server(t)
         lib.pn_transport_set_max_frame(t, listener.maxFrameSize)
         lib.pn_transport_set_idle_timeout(t, int(listener.idleTimeoutSeconds * 1000))
         sasl = lib.pn_sasl(t)
         mechs = " ".join(listener.saslMechanisms).encode()
         lib.pn_sasl_allowed_mechs(sasl, mechs)
         lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
-        lib.pn_transport_require_auth(t, bool(listener.authenticatePeer))
+        if self.inbound:
+            lib.pn_transport_require_auth(t, bool(listener.authenticatePeer))
         self.transport = t
-        self.pn = lib.pn_connection()
-        lib.pn_connection_set_container(self.pn, container_id.encode())
+        c = self.pn = lib.pn_connection()
+        lib.pn_connection_set_container(c, container_id.encode())
+        if connector is not None:
+            lib.pn_connection_set_hostname(c, listener.host.encode())
+            if listener.saslUsername is not None and password is not None:
+                # Proton reads the credentials when the transport is bound, just below.
+                lib.pn_connection_set_user(c, listener.saslUsername.encode())
+                lib.pn_connection_set_password(c, password.encode())
         self.collector = lib.pn_collector()
-        lib.pn_connection_collect(self.pn, self.collector)
-        lib.pn_transport_bind(t, self.pn)
+        lib.pn_connection_collect(c, self.collector)
+        lib.pn_transport_bind(t, c)
+        if connector is not None:
+            self.decorate()
+            lib.pn_connection_open(c)
+
+    def decorate(self) -> None:
+        """Offered capabilities and open properties, as Dispatch sends them on every
+        connection: product, version and qd.conn-id; qd.inter-router-cost when above 1;
+        qd.annotations-version on router-to-router roles. Integers go as AMQP int, the type
+        Dispatch reads (a long cost would be ignored)."""
+        c = self.pn
+        data_put(lib.pn_connection_offered_capabilities(c), [symbol("ANONYMOUS-RELAY")])
+        properties: dict[symbol, Any] = {
+            symbol("product"): PRODUCT,
+            symbol("version"): __version__,
+            symbol("qd.conn-id"): int32(self.conn_id & 0x7FFFFFFF),
+        }
+        if self.cost > 1:
+            properties[symbol(COST_KEY)] = int32(self.cost)
+        if self.role in ROUTER_ROLES:
+            properties[symbol("qd.annotations-version")] = int32(ANNOTATIONS_VERSION)
+        data_put(lib.pn_connection_properties(c), properties)
+
+    def remote_opened(self) -> None:
+        """The peer's Open arrived: read its properties, settle the cost, tell the connector."""
+        found = data_get(lib.pn_connection_remote_properties(self.pn))
+        if isinstance(found, dict):
+            self.remote_properties = {str(key): value for key, value in found.items()}
+        if self.role == "inter-router":
+            remote_cost = self.remote_properties.get(COST_KEY)
+            if isinstance(remote_cost, int) and not isinstance(remote_cost, bool):
+                self.cost = max(self.cost, remote_cost)
+        if self.connector is not None:
+            self.connector.opened(self)
+
+    def failure(self) -> str:
+        """Why this connection ended (or never opened), in a few words for a connector's
+        status and logs."""
+        if self.error is not None:
+            return self.error
+        cond = get_condition(lib.pn_connection_remote_condition(self.pn))
+        if cond is not None:
+            return f"closed by the peer: {cond[0]}" + (f": {cond[1]}" if cond[1] else "")
+        cond = get_condition(lib.pn_transport_condition(self.transport))
+        if cond is not None:
+            return f"{cond[0]}: {cond[1]}" if cond[1] else cond[0]
+        if lib.pn_connection_state(self.pn) & lib.PN_REMOTE_CLOSED:
+            return "closed by the peer"
+        return "connection lost"
 
     def read(self, bufs: IOBuffers) -> None:
         """Move what the socket has into the transport; EOF or a socket error closes the tail."""
@@ -120,7 +226,8 @@ class Connection:
             n = self.sock.recv_into(bufs.read_view[: bufs.size if cap < 0 else min(cap, bufs.size)])
         except (BlockingIOError, InterruptedError):
             return
-        except OSError:
+        except OSError as e:
+            self.error = self.error or _socket_error(e)
             n = 0
         if n == 0:
             self.eof = True
@@ -167,7 +274,7 @@ class Connection:
         sends nothing, half a header, or stalls in SASL would be held open for ever."""
         if self.closing or self.remote_container is not None:
             return False
-        limit = self.listener.idleTimeoutSeconds
+        limit = self.handshake_timeout
         if not limit or now - self.opened_at <= limit:
             return False
         if lib.pn_connection_state(self.pn) & (lib.PN_REMOTE_ACTIVE | lib.PN_REMOTE_CLOSED):
@@ -175,7 +282,11 @@ class Connection:
         if lib.pn_condition_is_set(lib.pn_transport_condition(self.transport)):
             return False  # Proton is already closing it (its own idle timeout, an error)
         self.closing = True
-        log.info("connection.handshake_timeout", conn=self.conn_id, peer=self.host, seconds=limit)
+        self.error = f"no AMQP open from the peer within {limit} s"
+        # A connector logs its own failures (once per change, not per attempt).
+        (log.info if self.inbound else log.debug)(
+            "connection.handshake_timeout", conn=self.conn_id, peer=self.host, seconds=limit
+        )
         lib.pn_transport_close_tail(self.transport)
         lib.pn_transport_close_head(self.transport)
         return True
@@ -200,7 +311,8 @@ class Connection:
                 sent = self.sock.send(bufs.write_view[:n])
             except (BlockingIOError, InterruptedError):
                 sent = 0
-            except OSError:
+            except OSError as e:
+                self.error = self.error or _socket_error(e)
                 lib.pn_transport_close_head(t)
                 lib.pn_transport_close_tail(t)
                 self.eof = True
@@ -239,3 +351,7 @@ class Connection:
         lib.pn_collector_release(self.collector)
         lib.pn_collector_free(self.collector)
         self.transport = self.pn = self.collector = NULL
+
+
+def _socket_error(err: OSError) -> str:
+    return err.strerror or str(err) or type(err).__name__

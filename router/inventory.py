@@ -28,7 +28,27 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "router.link": lambda: link_rows(router),
         PREFIX + "router.address": lambda: address_rows(router),
         PREFIX + "listener": lambda: listener_rows(router),
+        PREFIX + "connector": lambda: connector_rows(router),
+        PREFIX + "router.node": lambda: node_rows(router),
     }
+
+
+LINK_TYPES = {"endpoint": "endpoint", "control": "router-control", "data": "inter-router"}
+
+
+def node_rows(router: Router) -> list[dict[str, Any]]:
+    """`qdstat -n`: every router this one knows, with next hop and cost (none when standalone)."""
+    if router.network is None:
+        return []
+    rows = router.network.control.nodes(
+        link_label=lambda conn: getattr(conn, "conn_id", None),
+        clock_offset=time.time() - time.monotonic(),
+    )
+    for row in rows:
+        row.setdefault("name", f"router.node/{row['id']}")
+        row.setdefault("identity", row["name"])
+        row.setdefault("type", PREFIX + "router.node")
+    return rows
 
 
 def memory_usage() -> int:
@@ -55,7 +75,7 @@ def router_row(router: Router) -> dict[str, Any]:
         "linkRouteCount": 0,
         "autoLinkCount": 0,
         "linkCount": len(router.links),
-        "nodeCount": 0,
+        "nodeCount": len(router.network.routes.cost) if router.network is not None else 0,
         "addrCount": len(router.fwd.entries),
         "connectionCount": len(router.conns),
         **router.stats.as_dict(),
@@ -89,7 +109,7 @@ def connection_rows(router: Router) -> list[dict[str, Any]]:
                 "container": conn.remote_container,
                 "opened": bool(lib.pn_connection_state(conn.pn) & lib.PN_LOCAL_ACTIVE),
                 "host": conn.host,
-                "dir": "in",
+                "dir": "in" if conn.inbound else "out",
                 "role": conn.role,
                 "isAuthenticated": bool(lib.pn_transport_is_authenticated(t)),
                 "isEncrypted": bool(lib.pn_transport_is_encrypted(t)),
@@ -116,7 +136,7 @@ def link_row(link: Link) -> dict[str, Any]:
         "name": link.name,
         "identity": str(link.identity),
         "type": PREFIX + "router.link",
-        "linkType": "endpoint",
+        "linkType": LINK_TYPES[link.kind],
         "linkDir": "in" if link.incoming else "out",
         "linkName": link.name,
         "owningAddr": link.entry.key if link.entry is not None else None,
@@ -183,12 +203,42 @@ def listener_rows(router: Router) -> list[dict[str, Any]]:
                 "host": cfg.host,
                 "port": str(port),
                 "role": cfg.role,
+                "cost": cfg.cost,
                 "linkCapacity": cfg.linkCapacity,
                 "saslMechanisms": " ".join(cfg.saslMechanisms),
                 "authenticatePeer": cfg.authenticatePeer,
                 "idleTimeoutSeconds": cfg.idleTimeoutSeconds,
                 "maxFrameSize": cfg.maxFrameSize,
                 "stripAnnotations": cfg.stripAnnotations,
+            }
+        )
+    return rows
+
+
+def connector_rows(router: Router) -> list[dict[str, Any]]:
+    """Connectors with their live status: connectionStatus CONNECTING (first attempt under
+    way), SUCCESS (open) or FAILED (waiting to retry; connectionMsg says why)."""
+    rows = []
+    for connector in router.connectors.items:
+        cfg = connector.config
+        rows.append(
+            {
+                "name": cfg.name,
+                "identity": cfg.name,
+                "type": PREFIX + "connector",
+                "host": cfg.host,
+                "port": str(cfg.port),
+                "role": cfg.role,
+                "cost": cfg.cost,
+                "saslMechanisms": " ".join(cfg.saslMechanisms),
+                "saslUsername": cfg.saslUsername,
+                "maxFrameSize": cfg.maxFrameSize,
+                "idleTimeoutSeconds": cfg.idleTimeoutSeconds,
+                "stripAnnotations": cfg.stripAnnotations,
+                "linkCapacity": cfg.linkCapacity,
+                "verifyHostname": False,
+                "connectionStatus": connector.status,
+                "connectionMsg": connector.message,
             }
         )
     return rows

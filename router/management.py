@@ -20,6 +20,7 @@ from router.stats import RouterStats
 PREFIX = "org.apache.qpid.dispatch."
 ROUTER = PREFIX + "router"
 LISTENER = PREFIX + "listener"
+CONNECTOR = PREFIX + "connector"
 CONNECTION = PREFIX + "connection"
 LINK = PREFIX + "router.link"
 ADDRESS = PREFIX + "router.address"
@@ -173,6 +174,32 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "openProperties",
         *_BASE_ATTRIBUTES,
     ),
+    # saslPassword is left out: Dispatch's schema marks it hidden.
+    CONNECTOR: (
+        "host",
+        "port",
+        "socketAddressFamily",
+        "role",
+        "cost",
+        "sslProfile",
+        "saslMechanisms",
+        "allowRedirect",
+        "maxFrameSize",
+        "maxSessions",
+        "maxSessionFrames",
+        "idleTimeoutSeconds",
+        "stripAnnotations",
+        "linkCapacity",
+        "verifyHostname",
+        "saslUsername",
+        "messageLoggingComponents",
+        "failoverUrls",
+        "connectionStatus",
+        "connectionMsg",
+        "policyVhost",
+        "openProperties",
+        *_BASE_ATTRIBUTES,
+    ),
     NODE: (
         "id",
         "protocolVersion",
@@ -217,6 +244,7 @@ _TYPES: dict[str, _Type] = {
     MANAGEMENT: _Type((AMQP_MANAGEMENT, *_OPERATIONAL_BASES), _NODE_OPERATIONS, _BASE_ATTRIBUTES),
     ROUTER: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[ROUTER]),
     LISTENER: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LISTENER]),
+    CONNECTOR: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[CONNECTOR]),
     CONNECTION: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONNECTION]),
     LINK: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK]),
     ADDRESS: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[ADDRESS]),
