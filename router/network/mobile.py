@@ -1,0 +1,160 @@
+"""Mobile-address synchronisation (Dispatch's `mobile_sync` module): which router has consumers
+for which address.
+
+Ours: the engine reports local consumers per address hash key; changes accumulate and leave in
+one differential MAU per batch, each batch numbered by `mobile_seq` and followed by an RA.
+We compare what we last announced with what we have now, so an address added and removed within
+one batch is never announced at all, and a changed hint is re-announced.
+
+Theirs: a differential MAU is applied only if it is exactly the next one (`mobile_seq ==
+stored + 1`); anything else means we missed one, so we ask for the whole set with a MAR, which
+the owner answers with an absolute MAU. A router's addresses are only held while it is
+reachable: when it becomes unreachable they are withdrawn (`{}`) and fetched again with a MAR
+once it is back, rather than kept in a state nobody can route to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from router.network.messages import (
+    ALL_ROUTERS_MA_ADDRESS,
+    MobileAddressRequest,
+    MobileAddressSnapshot,
+    MobileAddressUpdate,
+    router_ma_address,
+)
+
+Send = Callable[[str, str, dict], None]
+Publish = Callable[[str, dict[str, int]], None]
+
+
+@dataclass
+class _Remote:
+    seq: int = 0  # mobile_seq of the addresses we hold (0: none)
+    addresses: dict[str, int] = field(default_factory=dict)
+    wanted: int = 0  # highest mobile_seq we know exists
+    asked_at: float | None = None
+
+
+class MobileSync:
+    def __init__(
+        self, my_id: str, send: Send, publish: Publish, interval: float, retry: float
+    ) -> None:
+        self.my_id = my_id
+        self._send = send
+        self._publish = publish
+        self.interval = interval
+        self.retry = retry
+        self.mobile_seq = 0
+        self._current: dict[str, int] = {}
+        self._announced: dict[str, int] = {}
+        self._last_batch = -math.inf
+        self._remote: dict[str, _Remote] = {}
+        self._reachable: set[str] = set()
+
+    # ----- local addresses ---------------------------------------------------------------
+
+    def add_local(self, hash_key: str, hint: int) -> None:
+        self._current[hash_key] = hint
+
+    def remove_local(self, hash_key: str) -> None:
+        self._current.pop(hash_key, None)
+
+    def local(self) -> dict[str, int]:
+        return dict(self._current)
+
+    def tick(self, now: float) -> bool:
+        """Sends the pending changes as one differential MAU if the batch interval allows;
+        True when it did (the caller then sends an RA carrying the new mobile_seq)."""
+        if self._current == self._announced or now - self._last_batch < self.interval:
+            return False
+        add = sorted(k for k, h in self._current.items() if self._announced.get(k) != h)
+        delete = sorted(k for k in self._announced if k not in self._current)
+        self.mobile_seq += 1
+        self._last_batch = now
+        self._announced = dict(self._current)
+        hints = tuple(self._current[k] for k in add)
+        mau = MobileAddressUpdate(self.my_id, self.mobile_seq, tuple(add), tuple(delete), hints)
+        self._send(ALL_ROUTERS_MA_ADDRESS, mau.OPCODE, mau.to_body())
+        return True
+
+    def on_request(self, mar: MobileAddressRequest) -> None:
+        if mar.have_seq >= self.mobile_seq:
+            return
+        # What we announced, not what we have: pending changes follow in the next differential
+        # MAU, which must apply on top of exactly this snapshot.
+        keys = sorted(self._announced)
+        snapshot = MobileAddressSnapshot(
+            self.my_id, self.mobile_seq, tuple(keys), tuple(self._announced[k] for k in keys)
+        )
+        self._send(router_ma_address(mar.id), snapshot.OPCODE, snapshot.to_body())
+
+    # ----- other routers' addresses ------------------------------------------------------
+
+    def addresses(self, router_id: str) -> dict[str, int]:
+        remote = self._remote.get(router_id)
+        return dict(remote.addresses) if remote is not None else {}
+
+    def advertised(self, router_id: str, mobile_seq: int) -> None:
+        """An RA told us router_id's current mobile_seq."""
+        remote = self._remote.setdefault(router_id, _Remote())
+        remote.wanted = max(remote.wanted, mobile_seq)
+
+    def on_update(self, mau: MobileAddressUpdate | MobileAddressSnapshot) -> None:
+        remote = self._remote.setdefault(mau.id, _Remote())
+        remote.wanted = max(remote.wanted, mau.mobile_seq)
+        if mau.id not in self._reachable:
+            return  # fetched whole with a MAR once there is a route back
+        if isinstance(mau, MobileAddressSnapshot):
+            remote.asked_at = None  # our MAR is answered; still behind means ask again now
+            if mau.mobile_seq < remote.seq:
+                return  # overtaken by a differential MAU that arrived first
+            self._store(mau.id, remote, mau.mobile_seq, mau.addresses())
+            return
+        if mau.mobile_seq != remote.seq + 1:
+            return  # stale, or we missed one: `wanted` is ahead, so request() sends a MAR
+        addresses = dict(remote.addresses)
+        addresses.update(mau.added())
+        for key in mau.delete:
+            addresses.pop(key, None)
+        self._store(mau.id, remote, mau.mobile_seq, addresses)
+
+    def request(self, now: float) -> None:
+        """MAR to every reachable router whose addresses we hold an old copy of (or none)."""
+        for rid in sorted(self._reachable):
+            remote = self._remote.get(rid)
+            if remote is None or remote.wanted <= remote.seq:
+                continue
+            if remote.asked_at is not None and now - remote.asked_at < self.retry:
+                continue
+            remote.asked_at = now
+            mar = MobileAddressRequest(self.my_id, remote.seq)
+            self._send(router_ma_address(rid), mar.OPCODE, mar.to_body())
+
+    def set_reachable(self, reachable: Iterable[str]) -> None:
+        """Withdraws the addresses of routers that just became unreachable."""
+        reachable = set(reachable)
+        for rid in sorted(self._reachable - reachable):
+            remote = self._remote.get(rid)
+            if remote is not None:
+                remote.wanted = max(remote.wanted, remote.seq)
+                self._store(rid, remote, 0, {})
+                remote.asked_at = None
+        self._reachable = reachable
+
+    def forget(self, router_id: str) -> None:
+        """The router restarted (or is gone): nothing we hold about it is valid any more."""
+        remote = self._remote.pop(router_id, None)
+        if remote is not None and remote.addresses:
+            self._publish(router_id, {})
+
+    def _store(self, rid: str, remote: _Remote, seq: int, addresses: dict[str, int]) -> None:
+        remote.seq = seq
+        if seq >= remote.wanted:
+            remote.asked_at = None
+        if addresses != remote.addresses:
+            remote.addresses = addresses
+            self._publish(rid, dict(addresses))
