@@ -19,17 +19,19 @@ from selectors import EVENT_READ, EVENT_WRITE
 from typing import Any
 
 from proton import Message as ProtonMessage
-from proton import symbol
 
 from router import __version__, inventory, sasl
 from router.addressing import AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
-from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message
+from router.connector import Connectors
+from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message, new_delivery
+from router.interrouter import Network
 from router.links import Forward, Link
 from router.log import get_logger
 from router.management import Agent
-from router.pn import data_put, ffi, get_condition, lib, set_condition, text
+from router.network import Timers
+from router.pn import ffi, get_condition, lib, set_condition, text
 from router.sections import EMPTY_ANNOTATIONS, MessageFormatError, get_to, read_annotations, scan
 from router.stats import RouterStats
 
@@ -38,6 +40,17 @@ log = get_logger("router")
 HOUSEKEEPING_SECONDS = 0.1
 SHUTDOWN_GRACE_SECONDS = 3.0
 CLOSED_LINGER_SECONDS = 5.0
+
+
+def network_timers(config: RouterConfig) -> Timers:
+    r = config.router
+    return Timers(
+        helloIntervalSeconds=r.helloIntervalSeconds,
+        helloMaxAgeSeconds=r.helloMaxAgeSeconds,
+        raIntervalSeconds=r.raIntervalSeconds,
+        raIntervalFluxSeconds=r.raIntervalFluxSeconds,
+        remoteLsMaxAgeSeconds=r.remoteLsMaxAgeSeconds,
+    )
 
 
 def address_rules(config: RouterConfig) -> list[AddressRule]:
@@ -64,9 +77,12 @@ class Router:
         self.fwd = Forwarder(
             self.id, AddressTable(address_rules(config)), self.stats, time.monotonic
         )
-        self.agent = Agent(
-            self.id, inventory.entities(self), lambda: [f"amqp:/_topo/0/{self.id}/$management"]
-        )
+        self.network: Network | None = None
+        if config.router.mode == "interior":
+            instance = int(self.started * 1000)  # unique per boot, so peers see a restart
+            self.network = Network(self, network_timers(config), instance, time.monotonic())
+            self.fwd.network = self.network
+        self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
         self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
         self.sel = selectors.DefaultSelector()
         self.bufs = IOBuffers()
@@ -80,6 +96,7 @@ class Router:
         self.conn_ids = count(1)
         self.link_ids = count(1)
         self.stopping = False
+        self.connectors = Connectors(self)  # outgoing connections (router/connector.py)
         self.handlers = {
             lib.PN_CONNECTION_REMOTE_OPEN: self.on_connection_open,
             lib.PN_CONNECTION_REMOTE_CLOSE: self.on_connection_close,
@@ -125,6 +142,7 @@ class Router:
         previous = {s: signal.signal(s, self.request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
         log.info("router.started", id=self.id, version=__version__)
         try:
+            self.connectors.start()
             self.loop(lambda: not self.stopping)
             self.shutdown()
         finally:
@@ -142,6 +160,7 @@ class Router:
 
     def shutdown(self) -> None:
         """Close cleanly: stop accepting, release every unsettled delivery, close connections."""
+        self.connectors.stop()
         for sock, _cfg in self.listeners:
             self.sel.unregister(sock)
             sock.close()
@@ -185,6 +204,8 @@ class Router:
                     self.dirty.add(kind)
                 elif kind[0] == "listener":
                     self.accept(key.fileobj, kind[1])
+                elif kind[0] == "connectors":
+                    kind[1].on_wakeup()
                 else:
                     with contextlib.suppress(OSError):
                         key.fileobj.recv(512)
@@ -249,6 +270,8 @@ class Router:
             pop(coll)
 
     def housekeeping(self, now: float) -> None:
+        if self.network is not None:
+            self.network.tick(now)
         now_ms = int(now * 1000)
         for conn in list(self.conns.values()):
             if conn.next_tick == 0 or conn.next_tick <= now_ms:
@@ -264,6 +287,7 @@ class Router:
                     self.teardown(conn)
         if self.fwd.holding:
             self.fwd.expire_held(now)
+        self.connectors.poll(now)
 
     def accept(self, lsock: socket.socket, cfg: Any) -> None:
         while True:
@@ -277,15 +301,22 @@ class Router:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(sock, cfg, next(self.conn_ids), self.id, time.monotonic())
-            self.conns[conn.fd] = conn
-            self.sel.register(sock, selectors.EVENT_READ, conn)
-            self.dirty.add(conn)
+            self.register(conn)
             log.debug("connection.accepted", conn=conn.conn_id, peer=conn.host)
+
+    def register(self, conn: Connection) -> None:
+        """Watch a new connection's socket, accepted or dialled by a connector."""
+        self.conns[conn.fd] = conn
+        self.sel.register(conn.sock, selectors.EVENT_READ, conn)
+        self.dirty.add(conn)
 
     def teardown(self, conn: Connection) -> None:
         """The transport is finished: resolve its links' deliveries, then free Proton's objects."""
         if conn.dead:
             return
+        if self.network is not None:
+            # First, so that what the links had queued is not routed back onto them.
+            self.network.connection_closed(conn)
         links = list(conn.links)
         for link in links:
             self.links.pop(link.pn, None)
@@ -298,11 +329,15 @@ class Router:
         self.writing.discard(conn)
         self.dirty.discard(conn)
         self.fwd.touched.discard(conn)
-        mech = sasl.failed_mechanism(conn.transport)
+        mech = sasl.failed_mechanism(conn.transport) if conn.inbound else None
         if mech is not None:
             log.warning("connection.unauthenticated", conn=conn.conn_id, peer=conn.host, mech=mech)
+        if conn.connector is not None:
+            conn.connector.closed(conn)  # schedules the next attempt, logs failures once
         conn.free()
-        log.info("connection.closed", conn=conn.conn_id, peer=conn.host)
+        # A connector's attempt that never opened is not news at info: it logs its own failure.
+        quiet = conn.connector is not None and conn.remote_container is None
+        (log.debug if quiet else log.info)("connection.closed", conn=conn.conn_id, peer=conn.host)
 
     # ----- Proton events -------------------------------------------------------------------
 
@@ -310,20 +345,47 @@ class Router:
         c = conn.pn
         conn.remote_container = text(lib.pn_connection_remote_container(c))
         if lib.pn_connection_state(c) & lib.PN_LOCAL_UNINIT:
-            data_put(lib.pn_connection_offered_capabilities(c), [symbol("ANONYMOUS-RELAY")])
-            data_put(
-                lib.pn_connection_properties(c),
-                {symbol("product"): "routernet", symbol("version"): __version__},
-            )
+            conn.decorate()  # Dispatch's open properties (a connector's went out with its Open)
             lib.pn_connection_open(c)
+        conn.remote_opened()  # peer's properties, inter-router cost, connector status
         log.info(
             "connection.opened",
             conn=conn.conn_id,
             peer=conn.host,
+            dir="in" if conn.inbound else "out",
             container=conn.remote_container,
             role=conn.role,
             user=text(lib.pn_transport_get_user(conn.transport)),
         )
+        self.on_connection_opened(conn)
+
+    def on_connection_opened(self, conn: Connection) -> None:
+        """Both ends' Opens are done: an inter-router connection starts its protocol here."""
+        if self.network is not None and conn.role == "inter-router":
+            self.network.connection_opened(conn)
+            self.fwd.touched.add(conn)
+
+    def register_link(self, p: Any, conn: Connection, incoming: bool) -> Link:
+        link = Link(p, conn, incoming, next(self.link_ids))
+        link.name = text(lib.pn_link_name(p)) or ""
+        self.links[p] = link
+        conn.links.add(link)
+        return link
+
+    def mgmt_nodes(self) -> list[str]:
+        if self.network is not None:
+            return self.network.mgmt_nodes()
+        return [f"amqp:/_topo/0/{self.id}/$management"]
+
+    def send_control(self, link: Link, data: bytes) -> None:
+        """Control messages go pre-settled, ahead of any credit accounting (they are few)."""
+        p = link.pn
+        d = new_delivery(link)
+        lib.pn_link_send(p, data, len(data))
+        lib.pn_link_advance(p)
+        lib.pn_delivery_settle(d)
+        link.delivered += 1
+        self.fwd.touched.add(link.conn)
 
     def on_connection_close(self, conn: Connection, ev: Any) -> None:
         c = conn.pn
@@ -332,6 +394,8 @@ class Router:
             log.info(
                 "connection.remote_error", conn=conn.conn_id, error=cond[0], description=cond[1]
             )
+        if self.network is not None:
+            self.network.connection_closed(conn)
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
@@ -354,11 +418,12 @@ class Router:
         p = lib.pn_event_link(ev)
         if not lib.pn_link_state(p) & lib.PN_LOCAL_UNINIT:
             return
-        incoming = bool(lib.pn_link_is_receiver(p))
-        link = Link(p, conn, incoming, next(self.link_ids))
-        link.name = text(lib.pn_link_name(p)) or ""
-        self.links[p] = link
-        conn.links.add(link)
+        link = self.register_link(p, conn, bool(lib.pn_link_is_receiver(p)))
+        incoming = link.incoming
+        if (self.network is not None and conn.role == "inter-router"
+                and self.network.link_attached(link)):
+            self.fwd.touched.add(conn)
+            return
         remote_source = lib.pn_link_remote_source(p)
         remote_target = lib.pn_link_remote_target(p)
         lib.pn_terminus_copy(lib.pn_link_source(p), remote_source)
@@ -423,6 +488,8 @@ class Router:
         """Resolve the link's deliveries, answer the detach, and let Proton free the link."""
         self.links.pop(link.pn, None)
         link.conn.links.discard(link)
+        if self.network is not None and link.kind != "endpoint":
+            self.network.forget_link(link)
         self.fwd.unregister(link)
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn
@@ -503,11 +570,19 @@ class Router:
                 self.msgbuf = bytearray(pending)
                 self.msgbuf_c = ffi.from_buffer(self.msgbuf)
             got = lib.pn_link_recv(p, self.msgbuf_c, pending)
-            data = ffi.unpack(self.msgbuf_c, got)
+            # An empty transfer reads as PN_EOS (-1): zero bytes, rejected below as no message.
+            data = ffi.unpack(self.msgbuf_c, max(got, 0))
         lib.pn_link_advance(p)
         fwd = self.fwd
         fwd.credit_dirty.add(link)
         presettled = bool(lib.pn_delivery_settled(d))
+        if link.kind == "control":
+            if not presettled:
+                lib.pn_delivery_update(d, ACCEPTED)
+            lib.pn_delivery_settle(d)
+            assert self.network is not None
+            self.network.control_message(link, data)
+            return
         stats = self.stats
         try:
             s = scan(data)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from router.connection import Connection
+    from router.interrouter import Network
 
 ACCEPTED = lib.PN_ACCEPTED
 REJECTED = lib.PN_REJECTED
@@ -33,6 +34,8 @@ _TAG_BYTES = ffi.new("char[8]")
 TAG = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
 TAG_VIEW = ffi.buffer(_TAG_BYTES)
 pack_tag = struct.Struct("<Q").pack_into
+# Distribution hints in mobile address updates, as Dispatch encodes them.
+HINTS = {"multicast": 1, "closest": 2, "balanced": 3}
 # When several consumers answer one multicast delivery, the strongest outcome wins.
 PRECEDENCE = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
 
@@ -44,7 +47,7 @@ class Message:
     egress variants are computed at most once each, so a multicast rewrites once, not per copy.
     """
 
-    __slots__ = ("_annotated", "_plain", "ann", "data", "dirty", "scan")
+    __slots__ = ("_annotated", "_network", "_plain", "address", "ann", "data", "dirty", "scan")
 
     def __init__(
         self, data: bytes | bytearray, scan: Scan, ann: RouterAnnotations, dirty: bool
@@ -55,6 +58,9 @@ class Message:
         self.dirty = dirty
         self._plain: bytes | bytearray | None = None
         self._annotated: bytes | None = None
+        self._network: tuple[str, bytes] | None = None
+        # the address it is being routed to (set by the forwarder; a redirect changes it)
+        self.address = ""
 
     def plain(self) -> bytes | bytearray:
         if not self.dirty:
@@ -77,6 +83,23 @@ class Message:
             )
         return self._annotated
 
+    def networked(self, me: str) -> bytes:
+        """The bytes for an inter-router link: ingress set, our hop traced, the routing address
+        carried as to-override so the next router routes on what we routed on."""
+        cached = self._network
+        if cached is None or cached[0] != self.address:
+            ann = self.ann
+            data = rewrite(
+                self.data,
+                self.scan,
+                ingress=ann.ingress or me,
+                trace=[*(ann.trace or ()), me],
+                to=self.address,
+                phase=ann.phase,
+            )
+            cached = self._network = (self.address, data)
+        return cached[1]
+
 
 class AddressEntry:
     """Routing-table entry for one address key: its consumers, senders and held deliveries."""
@@ -88,6 +111,7 @@ class AddressEntry:
         "held",
         "ingress",
         "key",
+        "remote",
         "rr",
         "rule",
         "senders",
@@ -103,10 +127,12 @@ class AddressEntry:
         self.rr = 0
         self.ingress = 0
         self.egress = 0
+        # other routers with consumers for this address -> their distribution hint
+        self.remote: dict[str, int] = {}
 
     @property
     def idle(self) -> bool:
-        return not (self.consumers or self.senders or self.held)
+        return not (self.consumers or self.senders or self.held or self.remote)
 
 
 class Forwarder:
@@ -125,8 +151,20 @@ class Forwarder:
         self.credit_dirty: set[Link] = set()
         self.holding: set[AddressEntry] = set()
         self.local_handlers: dict[str, Callable[[Message, Forward | None, Link | None], None]] = {}
+        # Set when the router is part of a network (interior mode).
+        self.network: Network | None = None
+        self.remote_keys: dict[str, set[str]] = {}
 
     # ----- routing table -------------------------------------------------------------------
+
+    def entry_for_key(self, key: str) -> AddressEntry:
+        """The entry for a mobile hash key learnt from another router (`M0orders`)."""
+        entry = self.entries.get(key)
+        if entry is None:
+            address = key[2:]
+            entry = AddressEntry(key, address, self.table.lookup(address))
+            self.entries[key] = entry
+        return entry
 
     def entry(self, address: str) -> AddressEntry:
         dest = parse(address, self.router_id)
@@ -148,16 +186,25 @@ class Forwarder:
             self.credit_dirty.update(entry.senders)
 
     def reachable(self, entry: AddressEntry) -> bool:
-        if entry.consumers or entry.key in self.local_handlers:
+        if entry.consumers or entry.remote or entry.key in self.local_handlers:
             return True
+        if entry.key[0] == "R":
+            return self.network is not None and entry.key[1:] in self.network.routes.cost
         rule = entry.rule
         if rule.undeliverable == "redirect" and rule.fallback:
-            return bool(self.entry(rule.fallback).consumers)
+            fallback = self.entry(rule.fallback)
+            return bool(fallback.consumers or fallback.remote)
         return False
 
     def add_consumer(self, link: Link, entry: AddressEntry) -> None:
         link.entry = entry
         entry.consumers.append(link)
+        if len(entry.consumers) == 1 and self.network is not None and entry.key[0] == "M":
+            self.network.control.add_local(entry.key, HINTS[entry.rule.distribution])
+        self.became_reachable(entry)
+
+    def became_reachable(self, entry: AddressEntry) -> None:
+        """A destination appeared: senders get credit, held deliveries go."""
         self.credit_dirty.update(entry.senders)
         if entry.held:
             held, entry.held = entry.held, deque()
@@ -183,6 +230,8 @@ class Forwarder:
             entry.senders.remove(link)
         if link in entry.consumers:
             entry.consumers.remove(link)
+            if not entry.consumers and self.network is not None and entry.key[0] == "M":
+                self.network.control.remove_local(entry.key)
 
     def resolve(self, link: Link, conn_dead: bool) -> None:
         """Settle what a departed link had in flight: nothing is lost silently.
@@ -229,6 +278,10 @@ class Forwarder:
         redirected: bool = False,
     ) -> None:
         consumers = entry.consumers
+        msg.address = entry.address
+        if entry.remote or (self.network is not None and entry.key[0] == "R"):
+            self.route_network(msg, entry, fwd, origin, redirected)
+            return
         if not consumers:
             handler = self.local_handlers.get(entry.key)
             if handler is not None:
@@ -258,6 +311,109 @@ class Forwarder:
         else:
             entry.rr = i + 1
             self.deliver(consumers[i], msg, fwd, origin)
+
+    def route_network(
+        self,
+        msg: Message,
+        entry: AddressEntry,
+        fwd: Forward | None,
+        origin: Link | None,
+        redirected: bool,
+    ) -> None:
+        """Routing when other routers may hold destinations: by cost, never back along the
+        message's trace, never more than one copy per consumer network-wide."""
+        net = self.network
+        assert net is not None
+        routes = net.routes
+        trace = msg.ann.trace
+        excluded: set[str] = set()
+        if trace:
+            if len(trace) > routes.radius + 1:
+                # The trace is longer than any loop-free path here: drop it rather than loop.
+                self.drop(fwd)
+                return
+            excluded = {t.split("/", 1)[-1] for t in trace}
+        priority = entry.rule.priority if entry.rule.priority >= 0 else 4
+        consumers = entry.consumers
+        if entry.key[0] == "R":
+            link = net.data_link(entry.key[1:], priority)
+            if link is None or net.link_router(link) in excluded:
+                self.undeliverable(msg, entry, fwd, origin, redirected)
+            else:
+                self.deliver(link, msg, fwd, origin)
+            return
+        dist = entry.rule.distribution
+        if dist == "multicast":
+            ingress = msg.ann.ingress
+            source = ingress.split("/", 1)[-1] if ingress else self.router_id
+            links: dict[int, Link] = {}
+            for rid in entry.remote:
+                if rid in excluded:
+                    continue
+                if source != self.router_id and source not in routes.valid_origins.get(rid, ()):
+                    continue
+                link = net.data_link(rid, priority)
+                if link is not None and net.link_router(link) not in excluded:
+                    links[id(link)] = link
+            targets = [*consumers, *links.values()]
+            if not targets:
+                self.undeliverable(msg, entry, fwd, origin, redirected)
+                return
+            for link in targets:
+                self.deliver(link, msg, fwd, origin)
+            return
+        best: Link | None = None
+        best_score = 0
+        if consumers:
+            n = len(consumers)
+            i = entry.rr % n
+            entry.rr = i + 1
+            if dist == "closest":
+                self.deliver(consumers[i], msg, fwd, origin)
+                return
+            for k in range(n):
+                cand = consumers[(i + k) % n]
+                if best is None or cand.outstanding < best_score:
+                    best, best_score = cand, cand.outstanding
+        for rid in sorted(entry.remote):
+            if rid in excluded:
+                continue
+            cost = routes.cost.get(rid)
+            link = net.data_link(rid, priority)
+            if cost is None or link is None or net.link_router(link) in excluded:
+                continue
+            score = cost if dist == "closest" else cost + link.outstanding
+            if best is None or score < best_score:
+                best, best_score = link, score
+        if best is None:
+            self.undeliverable(msg, entry, fwd, origin, redirected)
+        else:
+            self.deliver(best, msg, fwd, origin)
+
+    def routes_changed(self) -> None:
+        """Paths changed: destinations may have become (un)reachable."""
+        for entry in list(self.entries.values()):
+            if (entry.remote or entry.key[0] == "R") and self.reachable(entry):
+                self.became_reachable(entry)
+
+    def remote_addresses(self, router_id: str, addresses: dict[str, int]) -> None:
+        """Another router's full set of mobile addresses (empty when it is gone)."""
+        before = self.remote_keys.get(router_id, set())
+        after = set(addresses)
+        for key in before - after:
+            entry = self.entries.get(key)
+            if entry is not None:
+                entry.remote.pop(router_id, None)
+                self.forget_if_idle(entry)
+        for key in after:
+            entry = self.entry_for_key(key)
+            entry.remote[router_id] = addresses[key]
+            if key not in before:
+                self.became_reachable(entry)
+        if after:
+            self.remote_keys[router_id] = after
+        else:
+            self.remote_keys.pop(router_id, None)
 
     def undeliverable(
         self,
@@ -301,11 +457,14 @@ class Forwarder:
 
     def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
         conn = link.conn
-        data = msg.plain() if conn.strip_out else msg.annotated(self.me)
+        if link.kind == "data":
+            data: bytes | bytearray = msg.networked(self.me)
+        elif conn.strip_out:
+            data = msg.plain()
+        else:
+            data = msg.annotated(self.me)
         p = link.pn
-        link.tag += 1
-        pack_tag(TAG_VIEW, 0, link.tag)
-        od = lib.pn_delivery(p, TAG[0])
+        od = new_delivery(link)
         if isinstance(data, bytes):
             lib.pn_link_send(p, data, len(data))
         else:
@@ -437,6 +596,12 @@ class Forwarder:
             if not held:
                 self.holding.discard(entry)
                 self.forget_if_idle(entry)
+
+
+def new_delivery(link: Link) -> Any:
+    link.tag += 1
+    pack_tag(TAG_VIEW, 0, link.tag)
+    return lib.pn_delivery(link.pn, TAG[0])
 
 
 def copy_disposition(src_d: Any, dst_d: Any, state: int) -> None:

@@ -65,13 +65,14 @@ class Link:
         "entry",
         "identity",
         "incoming",
-        "management",
+        "kind",
         "modified",
         "name",
         "partial",
         "pn",
         "presettle",
         "presettled",
+        "priority",
         "queue",
         "rejected",
         "released",
@@ -87,7 +88,9 @@ class Link:
         self.name = ""
         self.address: str | None = None
         self.anonymous = False
-        self.management = False
+        # "endpoint" (a client's), or an inter-router link: "control" or "data"
+        self.kind = "endpoint"
+        self.priority = 4
         self.entry: AddressEntry | None = None
         self.capacity = conn.link_capacity
         # incoming: deliveries of this link still in the router (queued or held) — credit is
