@@ -238,7 +238,13 @@ class Router:
             for conn in touched:
                 if conn.dead:
                     continue
+                blocked = conn.want_write
                 conn.write(bufs)
+                if blocked and not conn.want_write:
+                    # Its socket drained: what waited for that can go now.
+                    for link in list(conn.links):
+                        if link.queue:
+                            fwd.pump(link)
                 if conn.finished:
                     self.teardown(conn)
                     continue

@@ -29,6 +29,9 @@ REJECTED = lib.PN_REJECTED
 RELEASED = lib.PN_RELEASED
 MODIFIED = lib.PN_MODIFIED
 TERMINAL = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
+# Output a consumer has not read beyond which the router stops sending it more: its deliveries
+# wait in the router's queues instead, where they hold back the senders' credit.
+BACKED_UP_BYTES = 1024 * 1024
 # Delivery tags: Proton copies the tag into the delivery, so one scratch buffer serves every send.
 _TAG_BYTES = ffi.new("char[8]")
 TAG = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
@@ -448,9 +451,11 @@ class Forwarder:
     def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
         if fwd is not None:
             fwd.pending += 1
-        if not link.queue and lib.pn_link_credit(link.pn) > 0:
+        if not link.queue and lib.pn_link_credit(link.pn) > 0 and not congested(link):
             self.send(link, msg, fwd)
         else:
+            # No credit, or the consumer is not reading what it has credit for:
+            # wait here, where it counts against the sender's credit, not in Proton's buffers.
             link.queue.append(Queued(msg, fwd, origin))
             if origin is not None:
                 origin.backlog += 1
@@ -490,6 +495,8 @@ class Forwarder:
         """Credit arrived on an outgoing link: send what waits for it, in order."""
         queue = link.queue
         p = link.pn
+        if congested(link):
+            return
         while queue and lib.pn_link_credit(p) > 0:
             q = queue.popleft()
             if q.origin is not None:
@@ -596,6 +603,14 @@ class Forwarder:
             if not held:
                 self.holding.discard(entry)
                 self.forget_if_idle(entry)
+
+
+def congested(link: Link) -> bool:
+    """The consumer has credit but is not reading: its socket is full and Proton already holds
+    more than BACKED_UP_BYTES for its session."""
+    return bool(link.conn.want_write) and (
+        lib.pn_session_outgoing_bytes(lib.pn_link_session(link.pn)) > BACKED_UP_BYTES
+    )
 
 
 def new_delivery(link: Link) -> Any:

@@ -196,13 +196,6 @@ def test_stalled_consumer_pushes_back_and_memory_stays_bounded(
         assert [t.state for t in producer.sent] == [ACCEPTED] * sent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no outgoing back-pressure: a consumer that grants credit but does not read its "
-    "socket makes the router buffer every delivery it has credit for in Proton's session "
-    "(hundreds of MB within seconds); credit to senders is not withheld while a consumer "
-    "connection's output is backed up",
-)
 def test_consumer_that_stops_reading_its_socket_does_not_grow_the_router(
     tmp_path: Path, world: World
 ) -> None:
