@@ -229,6 +229,7 @@ class Network:
         log.info("network.topology", routers=sorted(routes.cost), radius=routes.radius)
 
     def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
+        log.debug("network.addresses", router=router_id, count=len(addresses))
         self.router.fwd.remote_addresses(router_id, addresses)
 
     def duplicate_router(self, router_id: str, detail: str) -> None:
