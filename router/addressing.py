@@ -52,9 +52,10 @@ def parse(address: str, router_id: str) -> Destination:
     Every spelling of a local node yields the same key, so a dynamic receiver given
     `_topo/0/R1/temp.abc` and a sender to `_local/temp.abc` meet. `_topo/0/all/<x>` is treated
     as local (Dispatch keys it `T<x>` and floods it; flooding is not implemented yet).
-    Deliberate gaps, all of which fall through to mobile: `_edge/...` (edge routers are not
-    implemented), and `_topo/<area>/...` for an area other than `0`/`all`, which Dispatch keys
-    `A<area>` but never routes since area routing was never built.
+    `_edge/<edge>/<x>` is local on that edge and the mobile address `_edge/<edge>` elsewhere.
+    Deliberate gap, falling through to mobile: `_topo/<area>/...` for an area other than
+    `0`/`all`, which Dispatch keys `A<area>` but never routes since area routing was never
+    built.
     """
     match = _SCHEME.match(address)
     stripped = address[match.end() :] if match else address
@@ -69,6 +70,13 @@ def parse(address: str, router_id: str) -> Destination:
             if router in (router_id, "all"):
                 return _local(path, stripped)
             return Destination(Kind.REMOTE, "R" + router, stripped, router)
+    if name.startswith("_edge/"):
+        # An edge router's own space: local there; elsewhere routed as the mobile address
+        # `_edge/<id>` that the edge's interior advertises for it.
+        edge, _, path = name[6:].partition("/")
+        if edge == router_id:
+            return _local(path, stripped)
+        return Destination(Kind.MOBILE, f"M0_edge/{edge}", stripped)
     if name == MANAGEMENT_ADDRESS:
         return _local(name, stripped)
     return Destination(Kind.MOBILE, "M0" + name, stripped)

@@ -25,6 +25,7 @@ from router.addressing import AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
 from router.connector import Connectors
+from router.edge import Edge
 from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message, new_delivery
 from router.interrouter import Network
 from router.links import Forward, Link
@@ -82,6 +83,9 @@ class Router:
             instance = int(self.started * 1000)  # unique per boot, so peers see a restart
             self.network = Network(self, network_timers(config), instance, time.monotonic())
             self.fwd.network = self.network
+        self.edge: Edge | None = None
+        if config.router.mode == "edge":
+            self.edge = self.fwd.edge = Edge(self)
         self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
         self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
         self.sel = selectors.DefaultSelector()
@@ -320,9 +324,8 @@ class Router:
         """The transport is finished: resolve its links' deliveries, then free Proton's objects."""
         if conn.dead:
             return
-        if self.network is not None:
-            # First, so that what the links had queued is not routed back onto them.
-            self.network.connection_closed(conn)
+        # First, so that what the links had queued is not routed back onto them.
+        self.uplink_closed(conn)
         links = list(conn.links)
         for link in links:
             self.links.pop(link.pn, None)
@@ -370,6 +373,16 @@ class Router:
         if self.network is not None and conn.role == "inter-router":
             self.network.connection_opened(conn)
             self.fwd.touched.add(conn)
+        elif self.edge is not None and conn.role == "edge" and not conn.inbound:
+            self.edge.connection_opened(conn)
+            self.fwd.touched.add(conn)
+
+    def uplink_closed(self, conn: Connection) -> None:
+        """An inter-router or edge connection is going: stop routing onto it."""
+        if self.network is not None:
+            self.network.connection_closed(conn)
+        elif self.edge is not None:
+            self.edge.connection_closed(conn)
 
     def register_link(self, p: Any, conn: Connection, incoming: bool) -> Link:
         link = Link(p, conn, incoming, next(self.link_ids))
@@ -400,8 +413,7 @@ class Router:
             log.info(
                 "connection.remote_error", conn=conn.conn_id, error=cond[0], description=cond[1]
             )
-        if self.network is not None:
-            self.network.connection_closed(conn)
+        self.uplink_closed(conn)
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
@@ -426,8 +438,13 @@ class Router:
             return
         link = self.register_link(p, conn, bool(lib.pn_link_is_receiver(p)))
         incoming = link.incoming
-        if (self.network is not None and conn.role == "inter-router"
-                and self.network.link_attached(link)):
+        if conn.role == "edge":
+            link.kind = "edge"  # an edge's uplink or proxy: carry the routing address along
+        if (
+            self.network is not None
+            and conn.role == "inter-router"
+            and self.network.link_attached(link)
+        ):
             self.fwd.touched.add(conn)
             return
         remote_source = lib.pn_link_remote_source(p)
@@ -447,7 +464,8 @@ class Router:
                 fwd.add_sender(link, fwd.entry(address))
         else:
             if lib.pn_terminus_is_dynamic(remote_source):
-                address = f"_topo/0/{self.id}/temp.{secrets.token_urlsafe(16)}"
+                space = f"_edge/{self.id}" if self.edge is not None else f"_topo/0/{self.id}"
+                address = f"{space}/temp.{secrets.token_urlsafe(16)}"
                 local_source = lib.pn_link_source(p)
                 lib.pn_terminus_set_address(local_source, address.encode())
                 lib.pn_terminus_set_dynamic(local_source, True)
@@ -621,7 +639,8 @@ class Router:
         else:
             forward = Forward(d, link, fwd.now)
             link.unsettled[d] = forward
-        fwd.route(Message(data, s, effective, ann.present), entry, forward, link)
+        address = to if to is not None else link.address or ""
+        fwd.route(Message(data, s, effective, ann.present, address), entry, forward, link)
         if link.anonymous:
             fwd.forget_if_idle(entry)
 
@@ -662,7 +681,7 @@ class Router:
         if response is None or not response.address:
             return
         data = response.encode()
-        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, False)
+        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, False, response.address)
         entry = self.fwd.entry(response.address)
         self.fwd.route(reply, entry, None, None)
         self.fwd.forget_if_idle(entry)

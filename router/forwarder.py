@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from router.connection import Connection
+    from router.edge import Edge
     from router.interrouter import Network
 
 ACCEPTED = lib.PN_ACCEPTED
@@ -53,7 +54,12 @@ class Message:
     __slots__ = ("_annotated", "_network", "_plain", "address", "ann", "data", "dirty", "scan")
 
     def __init__(
-        self, data: bytes | bytearray, scan: Scan, ann: RouterAnnotations, dirty: bool
+        self,
+        data: bytes | bytearray,
+        scan: Scan,
+        ann: RouterAnnotations,
+        dirty: bool,
+        address: str,
     ) -> None:
         self.data = data
         self.scan = scan
@@ -62,8 +68,9 @@ class Message:
         self._plain: bytes | bytearray | None = None
         self._annotated: bytes | None = None
         self._network: tuple[str, bytes] | None = None
-        # the address it is being routed to (set by the forwarder; a redirect changes it)
-        self.address = ""
+        # the address it is routed on (a redirect changes it); carried between routers as
+        # the to-override
+        self.address = address
 
     def plain(self) -> bytes | bytearray:
         if not self.dirty:
@@ -154,8 +161,9 @@ class Forwarder:
         self.credit_dirty: set[Link] = set()
         self.holding: set[AddressEntry] = set()
         self.local_handlers: dict[str, Callable[[Message, Forward | None, Link | None], None]] = {}
-        # Set when the router is part of a network (interior mode).
+        # Set when the router is part of a network (interior mode), or hangs off one (edge).
         self.network: Network | None = None
+        self.edge: Edge | None = None
         self.remote_keys: dict[str, set[str]] = {}
 
     # ----- routing table -------------------------------------------------------------------
@@ -191,6 +199,9 @@ class Forwarder:
     def reachable(self, entry: AddressEntry) -> bool:
         if entry.consumers or entry.remote or entry.key in self.local_handlers:
             return True
+        if self.edge is not None:
+            # The interior decides; what it cannot route comes back released.
+            return self.edge.uplink is not None and entry.key[0] != "L"
         if entry.key[0] == "R":
             return self.network is not None and entry.key[1:] in self.network.routes.cost
         rule = entry.rule
@@ -202,8 +213,11 @@ class Forwarder:
     def add_consumer(self, link: Link, entry: AddressEntry) -> None:
         link.entry = entry
         entry.consumers.append(link)
-        if len(entry.consumers) == 1 and self.network is not None and entry.key[0] == "M":
-            self.network.control.add_local(entry.key, HINTS[entry.rule.distribution])
+        if len(entry.consumers) == 1 and entry.key[0] == "M":
+            if self.network is not None:
+                self.network.control.add_local(entry.key, HINTS[entry.rule.distribution])
+            elif self.edge is not None and link.kind == "endpoint":
+                self.edge.add_local(entry.address)
         self.became_reachable(entry)
 
     def became_reachable(self, entry: AddressEntry) -> None:
@@ -233,8 +247,11 @@ class Forwarder:
             entry.senders.remove(link)
         if link in entry.consumers:
             entry.consumers.remove(link)
-            if not entry.consumers and self.network is not None and entry.key[0] == "M":
-                self.network.control.remove_local(entry.key)
+            if not entry.consumers and entry.key[0] == "M":
+                if self.network is not None:
+                    self.network.control.remove_local(entry.key)
+                elif self.edge is not None:
+                    self.edge.remove_local(entry.address)
 
     def resolve(self, link: Link, conn_dead: bool) -> None:
         """Settle what a departed link had in flight: nothing is lost silently.
@@ -281,7 +298,9 @@ class Forwarder:
         redirected: bool = False,
     ) -> None:
         consumers = entry.consumers
-        msg.address = entry.address
+        if self.edge is not None:
+            self.route_edge(msg, entry, fwd, origin, redirected)
+            return
         if entry.remote or (self.network is not None and entry.key[0] == "R"):
             self.route_network(msg, entry, fwd, origin, redirected)
             return
@@ -295,7 +314,8 @@ class Forwarder:
         dist = entry.rule.distribution
         if dist == "multicast":
             for link in consumers:
-                self.deliver(link, msg, fwd, origin)
+                if not back_to_edge(link, origin):
+                    self.deliver(link, msg, fwd, origin)
             return
         n = len(consumers)
         i = entry.rr % n
@@ -358,7 +378,8 @@ class Forwarder:
                 link = net.data_link(rid, priority)
                 if link is not None and net.link_router(link) not in excluded:
                     links[id(link)] = link
-            targets = [*consumers, *links.values()]
+            targets = [lk for lk in consumers if not back_to_edge(lk, origin)]
+            targets += links.values()
             if not targets:
                 self.undeliverable(msg, entry, fwd, origin, redirected)
                 return
@@ -392,6 +413,50 @@ class Forwarder:
             self.undeliverable(msg, entry, fwd, origin, redirected)
         else:
             self.deliver(best, msg, fwd, origin)
+
+    def route_edge(
+        self,
+        msg: Message,
+        entry: AddressEntry,
+        fwd: Forward | None,
+        origin: Link | None,
+        redirected: bool,
+    ) -> None:
+        """On an edge: local consumers first; otherwise (and for multicast, also) the uplink,
+        unless the message came down from it."""
+        assert self.edge is not None
+        uplink = self.edge.uplink
+        if origin is not None and uplink is not None and origin.conn is uplink.conn:
+            uplink = None
+        if entry.key[0] == "L":
+            uplink = None
+        consumers = entry.consumers
+        dist = entry.rule.distribution
+        if dist == "multicast" and consumers:
+            for link in consumers:
+                self.deliver(link, msg, fwd, origin)
+            if uplink is not None:
+                self.deliver(uplink, msg, fwd, origin)
+        elif consumers:
+            i = entry.rr % len(consumers)
+            entry.rr = i + 1
+            if dist == "balanced":
+                best = min(consumers, key=lambda lk: lk.outstanding)
+                self.deliver(best, msg, fwd, origin)
+            else:
+                self.deliver(consumers[i], msg, fwd, origin)
+        elif entry.key in self.local_handlers:
+            self.local_handlers[entry.key](msg, fwd, origin)
+        elif uplink is not None:
+            self.deliver(uplink, msg, fwd, origin)
+        else:
+            self.undeliverable(msg, entry, fwd, origin, redirected)
+
+    def uplink_changed(self) -> None:
+        """An edge's uplink came up: every address may now be reachable through it."""
+        for entry in list(self.entries.values()):
+            if self.reachable(entry):
+                self.became_reachable(entry)
 
     def routes_changed(self) -> None:
         """Paths changed: destinations may have become (un)reachable."""
@@ -430,6 +495,7 @@ class Forwarder:
         action = rule.undeliverable
         if action == "redirect" and rule.fallback and not redirected:
             self.stats.deliveriesRedirectedToFallback += 1
+            msg.address = rule.fallback
             self.route(msg, self.entry(rule.fallback), fwd, origin, redirected=True)
             return
         if action == "hold":
@@ -462,7 +528,7 @@ class Forwarder:
 
     def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
         conn = link.conn
-        if link.kind == "data":
+        if link.kind != "endpoint":
             data: bytes | bytearray = msg.networked(self.me)
         elif conn.strip_out:
             data = msg.plain()
@@ -611,6 +677,12 @@ def congested(link: Link) -> bool:
     return bool(link.conn.want_write) and (
         lib.pn_session_outgoing_bytes(lib.pn_link_session(link.pn)) > BACKED_UP_BYTES
     )
+
+
+def back_to_edge(link: Link, origin: Link | None) -> bool:
+    """A multicast copy must not go back down to the edge it came up from: that edge has
+    already delivered to its own consumers."""
+    return origin is not None and origin.kind == "edge" and link.conn is origin.conn
 
 
 def new_delivery(link: Link) -> Any:

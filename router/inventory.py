@@ -33,7 +33,12 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     }
 
 
-LINK_TYPES = {"endpoint": "endpoint", "control": "router-control", "data": "inter-router"}
+LINK_TYPES = {
+    "endpoint": "endpoint",
+    "edge": "endpoint",
+    "control": "router-control",
+    "data": "inter-router",
+}
 
 
 def node_rows(router: Router) -> list[dict[str, Any]]:

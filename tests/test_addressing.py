@@ -39,8 +39,11 @@ ME = "R1"
         ("orders.", Kind.MOBILE, "M0orders", None),
         ("_other/x", Kind.MOBILE, "M0_other/x", None),
         ("$other", Kind.MOBILE, "M0$other", None),
-        # Not implemented yet; documented to fall through to mobile.
-        ("_edge/E1/x", Kind.MOBILE, "M0_edge/E1/x", None),
+        # Another edge's space is routed on that edge's summary address; our own is local.
+        ("_edge/E1/x", Kind.MOBILE, "M0_edge/E1", None),
+        ("_edge/E1", Kind.MOBILE, "M0_edge/E1", None),
+        (f"_edge/{ME}/temp.x", Kind.LOCAL, "Ltemp.x", None),
+        # Area routing was never built; documented to fall through to mobile.
         ("_topo/1/R2/x", Kind.MOBILE, "M0_topo/1/R2/x", None),
     ],
 )
