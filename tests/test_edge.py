@@ -1,0 +1,179 @@
+"""Edge routers against real interior routers: routing through the uplink, the `_edge/<id>`
+address space, multicast without duplicates, failover to a reserve uplink."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clients import Management, Receiver, Sender, World
+from harness import RouterProcess
+from proton import Message
+
+pytestmark = pytest.mark.network
+
+
+def interior(
+    tmp_path: Path,
+    rid: str,
+    *,
+    connect: RouterProcess | None = None,
+    addresses: list[dict[str, object]] | None = None,
+) -> RouterProcess:
+    args = ["--mode", "interior"]
+    if connect is not None:
+        args += ["--connect", f"127.0.0.1:{connect.listeners[1]['port']}"]
+    return RouterProcess(
+        tmp_path,
+        rid,
+        listeners=[{}, {"role": "inter-router"}, {"role": "edge"}],
+        addresses=addresses,
+        extra_args=args,
+    )
+
+
+def edge(
+    tmp_path: Path,
+    rid: str,
+    uplinks: list[RouterProcess],
+    addresses: list[dict[str, object]] | None = None,
+) -> RouterProcess:
+    args = ["--mode", "edge"]
+    for up in uplinks:
+        args += ["--connect", f"127.0.0.1:{up.listeners[2]['port']}"]
+    return RouterProcess(tmp_path, rid, addresses=addresses, extra_args=args)
+
+
+@contextlib.contextmanager
+def started(*routers: RouterProcess) -> Iterator[None]:
+    try:
+        for r in routers:
+            r.start()
+        yield
+    finally:
+        for r in reversed(routers):
+            r.stop()
+
+
+def remote_keys(world: World, router: RouterProcess) -> dict[str, list[str]]:
+    client = world.connect(router.url)
+    try:
+        rows = Management(client).query("router.address", ["key", "remoteHostRouters"])
+    finally:
+        client.close()
+    return {row["key"]: row["remoteHostRouters"] for row in rows}
+
+
+def test_edge_consumer_reached_from_another_interior(tmp_path: Path, world: World) -> None:
+    a = interior(tmp_path, "A")
+    b = interior(tmp_path, "B", connect=a)
+    e1 = edge(tmp_path, "E1", [a])
+    with started(a, b, e1):
+        consumer = Receiver(world.connect(e1.url), "orders")
+        world.run_until(lambda: consumer.attached)
+        # B learns the edge's consumer as A's, and the edge's own space as A's too.
+        world.run_until(
+            lambda: remote_keys(world, b).get("M0orders") == ["A"],
+            timeout=10,
+            what="orders advertised by A",
+        )
+        assert remote_keys(world, b)["M0_edge/E1"] == ["A"]
+        sender = Sender(world.connect(b.url), "orders")
+        world.run_until(lambda: sender.credit > 0, what="credit at B")
+        sender.send_all(Message(body=f"m{i}") for i in range(20))
+        world.run_until(lambda: sender.all_settled() and len(consumer.messages) == 20)
+        assert consumer.bodies == [f"m{i}" for i in range(20)]
+        assert {t.outcome for t in sender.sent} == {"accepted"}
+
+
+def test_request_response_between_edges(tmp_path: Path, world: World) -> None:
+    a = interior(tmp_path, "A")
+    e1 = edge(tmp_path, "E1", [a])
+    e2 = edge(tmp_path, "E2", [a])
+    with started(a, e1, e2):
+        service_client = world.connect(e1.url)
+        requests = Receiver(service_client, "service")
+        answers = Sender(service_client, None)
+        client = world.connect(e2.url)
+        replies = Receiver(client, None, dynamic=True)
+        world.run_until(lambda: requests.attached and replies.address is not None)
+        assert replies.address.startswith("_edge/E2/temp.")
+        ask = Sender(client, "service")
+        world.run_until(lambda: ask.credit > 0, timeout=10, what="credit for service at E2")
+        for i in range(5):
+            ask.send(Message(body=i, reply_to=replies.address, correlation_id=i))
+        world.run_until(lambda: len(requests.messages) == 5 and answers.credit > 0)
+        for request in requests.messages:
+            answers.send(
+                Message(
+                    address=request.reply_to,
+                    body=request.body * 10,
+                    correlation_id=request.correlation_id,
+                )
+            )
+        world.run_until(lambda: len(replies.messages) == 5 and answers.all_settled())
+        assert sorted(m.body for m in replies.messages) == [0, 10, 20, 30, 40]
+        assert {t.outcome for t in answers.sent} == {"accepted"}
+
+
+def test_multicast_one_copy_per_consumer_across_edges(tmp_path: Path, world: World) -> None:
+    mc = [{"prefix": "news", "distribution": "multicast"}]
+    a = interior(tmp_path, "A", addresses=mc)
+    e1 = edge(tmp_path, "E1", [a], addresses=mc)
+    e2 = edge(tmp_path, "E2", [a], addresses=mc)
+    with started(a, e1, e2):
+        c1, c2, ca = world.connect(e1.url), world.connect(e2.url), world.connect(a.url)
+        consumers = [
+            Receiver(c1, "news", name="n1"),
+            Receiver(c1, "news", name="n2"),
+            Receiver(c2, "news"),
+            Receiver(ca, "news"),
+        ]
+        world.run_until(lambda: all(c.attached for c in consumers))
+        world.run_until(lambda: set(remote_keys(world, a)).issuperset({"M0news"}), timeout=10)
+        sender = Sender(c1, "news")
+        world.run_until(lambda: sender.credit > 0)
+        world.run_for(1.0)  # let E2's consumer be advertised before sending
+        sender.send_all(Message(body=i) for i in range(10))
+        world.run_until(
+            lambda: sender.all_settled() and all(len(c.messages) >= 10 for c in consumers),
+            timeout=10,
+        )
+        world.run_for(0.5)  # a duplicate would arrive now
+        for c in consumers:
+            assert c.bodies == list(range(10))
+        assert {t.outcome for t in sender.sent} == {"accepted"}
+
+
+def test_edge_fails_over_to_its_reserve_uplink(tmp_path: Path, world: World) -> None:
+    a = interior(tmp_path, "A")
+    b = interior(tmp_path, "B", connect=a)
+    e1 = edge(tmp_path, "E1", [a, b])
+    with started(a, b, e1):
+        consumer = Receiver(world.connect(e1.url), "orders")
+        world.run_until(lambda: consumer.attached)
+        world.run_until(
+            lambda: "M0orders" in remote_keys(world, b) or _local(world, b),
+            timeout=10,
+            what="orders reachable from B",
+        )
+        active = "A" if remote_keys(world, b).get("M0orders") == ["A"] else "B"
+        victim, survivor = (a, b) if active == "A" else (b, a)
+        victim.stop(signal.SIGKILL)
+        sender = Sender(world.connect(survivor.url), "orders")
+        world.run_until(lambda: sender.credit > 0, timeout=10, what="route via reserve uplink")
+        sender.send_all(Message(body=i) for i in range(5))
+        world.run_until(lambda: sender.all_settled() and len(consumer.messages) == 5, timeout=10)
+        assert {t.outcome for t in sender.sent} == {"accepted"}
+
+
+def _local(world: World, router: RouterProcess) -> bool:
+    client = world.connect(router.url)
+    try:
+        rows = Management(client).query("router.address", ["key", "subscriberCount"])
+    finally:
+        client.close()
+    return any(r["key"] == "M0orders" and r["subscriberCount"] for r in rows)
