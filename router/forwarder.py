@@ -33,6 +33,8 @@ TERMINAL = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
 # Output a consumer has not read beyond which the router stops sending it more: its deliveries
 # wait in the router's queues instead, where they hold back the senders' credit.
 BACKED_UP_BYTES = 1024 * 1024
+# Deliveries from other routers a consumer may have waiting before more are released.
+NETWORK_QUEUE_LIMIT = 1000
 # Delivery tags: Proton copies the tag into the delivery, so one scratch buffer serves every send.
 _TAG_BYTES = ffi.new("char[8]")
 TAG = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
@@ -227,9 +229,7 @@ class Forwarder:
             held, entry.held = entry.held, deque()
             self.holding.discard(entry)
             for q in held:
-                if q.origin is not None:
-                    q.origin.backlog -= 1
-                    self.credit_dirty.add(q.origin)
+                self.unblock(q.origin)
                 self.route(q.msg, entry, q.fwd, q.origin)
 
     def add_sender(self, link: Link, entry: AddressEntry) -> None:
@@ -275,9 +275,7 @@ class Forwarder:
             # A multicast copy is not routed again: the other consumers have theirs already.
             reroute = entry is not None and entry.rule.distribution != "multicast"
             for q in queued:
-                if q.origin is not None:
-                    q.origin.backlog -= 1
-                    self.credit_dirty.add(q.origin)
+                self.unblock(q.origin)
                 if reroute:
                     if q.fwd is not None:
                         q.fwd.pending -= 1
@@ -501,8 +499,7 @@ class Forwarder:
         if action == "hold":
             entry.held.append(Queued(msg, fwd, origin, self.clock() + rule.hold_timeout))
             self.holding.add(entry)
-            if origin is not None:
-                origin.backlog += 1
+            self.block(origin)
             return
         self.drop(fwd)
 
@@ -514,7 +511,28 @@ class Forwarder:
             fwd.pending += 1
             self.copy_done(fwd, RELEASED, None)
 
+    def block(self, origin: Link | None) -> None:
+        """A delivery from `origin` now waits in the router: it holds back a client sender's
+        credit. Links from other routers are not held back (one slow consumer must not stall
+        every address sharing the connection); their waiting is bounded per consumer instead."""
+        if origin is not None and origin.kind == "endpoint":
+            origin.backlog += 1
+
+    def unblock(self, origin: Link | None) -> None:
+        if origin is not None and origin.kind == "endpoint":
+            origin.backlog -= 1
+            self.credit_dirty.add(origin)
+
     def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
+        if (
+            origin is not None
+            and origin.kind != "endpoint"
+            and len(link.queue) >= NETWORK_QUEUE_LIMIT
+        ):
+            # A consumer this far behind gets nothing more from the network: the copy goes back
+            # to its sender released (or, pre-settled, is dropped and counted).
+            self.drop(fwd)
+            return
         if fwd is not None:
             fwd.pending += 1
         if not link.queue and lib.pn_link_credit(link.pn) > 0 and not congested(link):
@@ -523,8 +541,7 @@ class Forwarder:
             # No credit, or the consumer is not reading what it has credit for:
             # wait here, where it counts against the sender's credit, not in Proton's buffers.
             link.queue.append(Queued(msg, fwd, origin))
-            if origin is not None:
-                origin.backlog += 1
+            self.block(origin)
 
     def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
         conn = link.conn
@@ -565,9 +582,7 @@ class Forwarder:
             return
         while queue and lib.pn_link_credit(p) > 0:
             q = queue.popleft()
-            if q.origin is not None:
-                q.origin.backlog -= 1
-                self.credit_dirty.add(q.origin)
+            self.unblock(q.origin)
             self.send(link, q.msg, q.fwd)
         if not queue and lib.pn_link_get_drain(p) and lib.pn_link_credit(p) > 0:
             lib.pn_link_drained(p)
@@ -662,9 +677,7 @@ class Forwarder:
             held = entry.held
             while held and held[0].deadline <= now:
                 q = held.popleft()
-                if q.origin is not None:
-                    q.origin.backlog -= 1
-                    self.credit_dirty.add(q.origin)
+                self.unblock(q.origin)
                 self.drop(q.fwd)
             if not held:
                 self.holding.discard(entry)
