@@ -629,7 +629,10 @@ class Router:
             entry = fwd.entry(to)
         else:
             entry = link.entry
-        stats.deliveriesIngress += 1
+        if link.kind == "endpoint":
+            stats.deliveriesIngress += 1
+            if link.conn.role == "route-container":
+                stats.deliveriesIngressRouteContainer += 1
         assert entry is not None
         entry.ingress += 1
         if presettled:

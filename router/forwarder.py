@@ -559,7 +559,13 @@ class Forwarder:
             lib.pn_link_send(p, ffi.from_buffer(data), len(data))
         lib.pn_link_advance(p)
         link.delivered += 1
-        self.stats.deliveriesEgress += 1
+        stats = self.stats
+        if link.kind == "endpoint":
+            stats.deliveriesEgress += 1
+            if conn.role == "route-container":
+                stats.deliveriesEgressRouteContainer += 1
+        elif msg.ann.ingress is not None:
+            stats.deliveriesTransit += 1  # came from another router, goes on to another
         if link.entry is not None:
             link.entry.egress += 1
         if fwd is None:
