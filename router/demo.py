@@ -1,8 +1,9 @@
-"""`make run`: start a real router process and show a request/response round trip through it.
+"""`make run`: start a small real router network on this machine and show messages crossing it.
 
-A service consumes `examples.echo`; a client sends requests there with a dynamic reply-to address
-and reads the answers — the same pattern AMQP Management uses. Then the router's own counters
-are read over `$management`, as qdstat would.
+Two interior routers (A, B) and an edge router (E, hanging off B) run as separate processes on
+127.0.0.1. A service on the edge consumes `examples.echo`; a client on A sends requests there
+with a dynamic reply-to address and reads the answers — the same pattern AMQP Management uses.
+Then A's management is asked, as `qdstat -n` would, which routers it knows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start(rid: str, args: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "router", "--id", rid, "--log-level", "warning", *args]
+    )
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -60,26 +67,27 @@ def echo_service(url: str, count: int, ready: threading.Event) -> None:
         conn.close()
 
 
-def round_trips(url: str, count: int) -> None:
+def round_trips(client_url: str, service_url: str, count: int) -> None:
     ready = threading.Event()
-    service = threading.Thread(target=echo_service, args=(url, count, ready), daemon=True)
+    service = threading.Thread(target=echo_service, args=(service_url, count, ready), daemon=True)
     service.start()
     if not ready.wait(TIMEOUT):
         raise SystemExit("echo service did not attach")
-    client = BlockingConnection(url, timeout=TIMEOUT)
+    client = BlockingConnection(client_url, timeout=TIMEOUT)
     try:
         replies = client.create_receiver(None, dynamic=True)
         reply_to = replies.link.remote_source.address
-        print(f"client reply address (dynamic): {reply_to}")
+        print(f"client on A, reply address (dynamic): {reply_to}")
         sender = client.create_sender("examples.echo")
         for i in range(count):
             started = time.perf_counter()
+            # Waits for credit: A grants it once the edge's consumer is advertised to it.
             sender.send(Message(body=f"ping {i}", reply_to=reply_to, correlation_id=i))
             reply = replies.receive(TIMEOUT)
             replies.accept()
             ms = (time.perf_counter() - started) * 1000
             print(
-                f"  sent 'ping {i}' -> got {reply.body!r} "
+                f"  A -> B -> E: sent 'ping {i}', E -> B -> A: got {reply.body!r} "
                 f"(correlation {reply.correlation_id}, {ms:.1f} ms round trip)"
             )
     finally:
@@ -87,61 +95,84 @@ def round_trips(url: str, count: int) -> None:
     service.join(TIMEOUT)
 
 
-def show_counters(url: str) -> None:
+def show_nodes(url: str) -> None:
     conn = BlockingConnection(url, timeout=TIMEOUT)
     try:
         replies = conn.create_receiver(None, dynamic=True)
-        reply_to = replies.link.remote_source.address
         mgmt = conn.create_sender("$management")
         mgmt.send(
             Message(
-                reply_to=reply_to,
+                reply_to=replies.link.remote_source.address,
                 correlation_id=1,
-                body={"attributeNames": []},
+                body={"attributeNames": ["id", "nextHop", "cost", "linkState"]},
                 properties={
                     "operation": "QUERY",
                     "type": "org.amqp.management",
                     "name": "self",
-                    "entityType": "org.apache.qpid.dispatch.router",
+                    "entityType": "org.apache.qpid.dispatch.router.node",
                 },
             )
         )
         response = replies.receive(TIMEOUT)
-        row = dict(zip(response.body["attributeNames"], response.body["results"][0], strict=True))
-        print(
-            f"router {row['id']} ({row['mode']}): {row['connectionCount']} connections, "
-            f"{row['deliveriesIngress']} deliveries in, {row['acceptedDeliveries']} accepted"
-        )
+        print("routers A knows (qdstat -n):")
+        for rid, next_hop, cost, peers in response.body["results"]:
+            print(f"  {rid}: next hop {next_hop or '-'}, cost {cost or 0}, neighbors {peers}")
     finally:
         conn.close()
 
 
 def main() -> int:
-    port = free_port()
-    url = f"amqp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "router",
-            "--id",
-            "demo",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-        ]
-    )
+    ports = {name: free_port() for name in ("A", "B", "E", "A-inter", "B-edge")}
+    procs = {
+        "A": start(
+            "A",
+            [
+                "--mode",
+                "interior",
+                "--listen",
+                f"127.0.0.1:{ports['A']}",
+                "--inter-router-listen",
+                f"127.0.0.1:{ports['A-inter']}",
+            ],
+        ),
+        "B": start(
+            "B",
+            [
+                "--mode",
+                "interior",
+                "--listen",
+                f"127.0.0.1:{ports['B']}",
+                "--edge-listen",
+                f"127.0.0.1:{ports['B-edge']}",
+                "--connect",
+                f"127.0.0.1:{ports['A-inter']}",
+            ],
+        ),
+        "E": start(
+            "E",
+            [
+                "--mode",
+                "edge",
+                "--listen",
+                f"127.0.0.1:{ports['E']}",
+                "--connect",
+                f"127.0.0.1:{ports['B-edge']}",
+            ],
+        ),
+    }
+    codes: dict[str, int] = {}
     try:
-        wait_listening(port, proc)
-        print(f"router 'demo' listening on {url}")
-        round_trips(url, 3)
-        show_counters(url)
+        for name, proc in procs.items():
+            wait_listening(ports[name], proc)
+            print(f"router {name} listening on amqp://127.0.0.1:{ports[name]}")
+        round_trips(f"amqp://127.0.0.1:{ports['A']}", f"amqp://127.0.0.1:{ports['E']}", 3)
+        show_nodes(f"amqp://127.0.0.1:{ports['A']}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(TIMEOUT)
-    print(f"router stopped cleanly (exit code {code})")
-    return code
+        for name, proc in reversed(procs.items()):  # edge first: nobody sees a peer vanish
+            proc.send_signal(signal.SIGTERM)
+            codes[name] = proc.wait(TIMEOUT)
+    print(f"routers stopped cleanly (exit codes {codes})")
+    return max(codes.values())
 
 
 if __name__ == "__main__":
