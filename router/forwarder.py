@@ -258,7 +258,8 @@ class Forwarder:
 
         A departed sender can no longer learn outcomes, but the copies already made complete.
         A departed consumer's unsettled deliveries are released to their senders (who may send
-        them again); deliveries it never received are routed again.
+        them again; modified with delivery-failed when the consumer was another router, which
+        may have passed them on); deliveries it never received are routed again.
         """
         entry, link.entry = link.entry, None
         if link.incoming:
@@ -268,10 +269,13 @@ class Forwarder:
         else:
             queued, link.queue = link.queue, deque()
             unsettled, link.unsettled = link.unsettled, {}
+            # Sent to another router, a delivery may have reached its consumer already:
+            # "modified, delivery-failed" (maybe delivered), as Dispatch answers, not released.
+            lost = MODIFIED if link.conn.role in ("inter-router", "edge") else RELEASED
             for od, fwd in unsettled.items():
                 if not conn_dead:
                     lib.pn_delivery_settle(od)
-                self.copy_done(fwd, RELEASED, None)
+                self.copy_done(fwd, lost, None)
             # A multicast copy is not routed again: the other consumers have theirs already.
             reroute = entry is not None and entry.rule.distribution != "multicast"
             for q in queued:
@@ -626,6 +630,8 @@ class Forwarder:
             fwd.outcome = state
             if od is not None and state in (REJECTED, MODIFIED):
                 copy_disposition(od, in_d, state)
+            elif state == MODIFIED:  # the router's own: a copy lost with its link
+                lib.pn_disposition_set_failed(lib.pn_delivery_local(in_d), True)
         fwd.pending -= 1
         if fwd.pending > 0 or in_d is None:
             return

@@ -431,12 +431,13 @@ class Sender(MessagingHandler):
 class Management:
     """Requests to the router's `$management` node, shaped as qdstat/qdmanage send them."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, address: str = "$management") -> None:
+        """`address` may name another router's agent: `_topo/0/<router-id>/$management`."""
         self.client = client
         self.replies = client.receiver(None, dynamic=True)
         self.reply_to = self.replies.address
         assert self.reply_to, "the router gave the dynamic receiver no address"
-        self.sender = client.sender("$management")
+        self.sender = client.sender(address)
         self.world = client.world
         self.world.run_until(lambda: self.sender.credit > 0, what="credit for $management")
         self._ids = 0

@@ -79,6 +79,12 @@ class RouterProcess:
         return f"amqp://{lst['host']}:{lst['port']}"
 
     def start(self) -> RouterProcess:
+        self.launch()
+        self.wait_listening()
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to listen (see `wait_listening`)."""
         self.config_path.write_text(json.dumps(self.config))
         log = self.log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -98,8 +104,10 @@ class RouterProcess:
             env=env,
         )
         log.close()
-        wait_for_port(self.host, self.port, STARTUP_TIMEOUT, self.proc)
-        return self
+
+    def wait_listening(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        assert self.proc is not None
+        wait_for_port(self.host, self.port, timeout, self.proc)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         proc = self.proc
@@ -133,3 +141,215 @@ class RouterProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ----- networks of interior routers ----------------------------------------------------------
+
+# Dispatch's HELLO timers; advertisements more often than its 30 s / 4 s so that a missed
+# update is repaired within a test's patience (changes are still announced at once).
+NETWORK_TIMERS: dict[str, Any] = {
+    "helloIntervalSeconds": 1,
+    "helloMaxAgeSeconds": 3,
+    "raIntervalSeconds": 5,
+    "raIntervalFluxSeconds": 1,
+}
+CONVERGE_TIMEOUT = 15.0
+
+
+class RouterNetwork:
+    """Interior routers joined by inter-router connections, each on a loopback address of its
+    own (127.0.0.2, 127.0.0.3, ... in the order of `routers`, then of first mention in
+    `edges`), as pods have theirs.
+
+    `edges` are (dialler, listener, cost): the first router's connector dials the second's
+    inter-router listener. Every router has a normal listener (`url(name)`) and an inter-router
+    listener. `ids` maps a name to another router id (two routers sharing one id). Management
+    queries go through the test's `world` (tests/clients.py), which `stop` keeps stepping so
+    that routers closing their client connections are answered at once.
+
+    Used as a context manager: starts every router, waits until each one's routing table shows
+    all the others at their shortest-path cost (`wait_converged`), and stops every process on
+    exit (SIGTERM, then SIGKILL). `kill` and `restart` act on one router; `start(names)` starts
+    some only (a peer that appears later).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        world: Any,
+        edges: list[tuple[str, str, int]],
+        *,
+        routers: list[str] | None = None,
+        addresses: list[dict[str, Any]] | None = None,
+        settings: dict[str, Any] | None = None,
+        ids: dict[str, str] | None = None,
+    ) -> None:
+        self.world = world
+        self.edges = edges
+        names = list(routers or [])
+        for a, b, _cost in edges:
+            names += [n for n in (a, b) if n not in names]
+        self.names = names
+        self.ids = {n: (ids or {}).get(n, n) for n in names}
+        self.routers: dict[str, RouterProcess] = {}
+        for i, name in enumerate(names):
+            host = f"127.0.0.{2 + i}"
+            router = RouterProcess(
+                workdir / name,
+                self.ids[name],
+                host=host,
+                listeners=[{}, {"role": "inter-router"}],
+                addresses=addresses,
+                router={"mode": "interior", **NETWORK_TIMERS, **(settings or {})},
+            )
+            router.config["connectors"] = []
+            self.routers[name] = router
+        for a, b, cost in edges:
+            peer = self.routers[b]
+            self.routers[a].config["connectors"].append(
+                {
+                    "host": peer.host,
+                    "port": peer.listeners[1]["port"],
+                    "role": "inter-router",
+                    "cost": cost,
+                }
+            )
+        self._mgmt: dict[str, Any] = {}
+
+    # ----- processes ---------------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> RouterProcess:
+        return self.routers[name]
+
+    def url(self, name: str) -> str:
+        return self.routers[name].url
+
+    def start(self, names: list[str] | None = None) -> RouterNetwork:
+        chosen = [self.routers[n] for n in (names or self.names)]
+        for router in chosen:
+            router.launch()
+        for router in chosen:
+            router.wait_listening()
+        return self
+
+    def alive(self) -> list[str]:
+        return [n for n in self.names if self.routers[n].alive()]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: no goodbye to anyone, as a node that loses power."""
+        router = self.routers[name]
+        self._mgmt.pop(name, None)
+        proc = router.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(STOP_TIMEOUT)
+
+    def restart(self, name: str) -> None:
+        """A new process with the same id, config and ports (after `kill` or stop)."""
+        self.kill(name)
+        self.routers[name].start()
+
+    def stop(self) -> None:
+        """SIGTERM to every router at once, SIGKILL to any still running after STOP_TIMEOUT."""
+        self._mgmt.clear()
+        procs = [r.proc for r in self.routers.values() if r.proc is not None]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            if self.world is not None and not self.world.closed:
+                self.world.step()  # answer the routers' Close on client connections
+            else:
+                time.sleep(0.02)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(STOP_TIMEOUT)
+
+    def __enter__(self) -> RouterNetwork:
+        try:
+            self.start()
+            self.wait_converged()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {n}\n{self.routers[n].log()}" for n in self.names)
+
+    # ----- management --------------------------------------------------------------------
+
+    def management(self, name: str) -> Any:
+        """A `Management` client on router `name` (kept until the router is killed)."""
+        from clients import Management
+
+        mgmt = self._mgmt.get(name)
+        if mgmt is None or mgmt.client.failed:
+            mgmt = self._mgmt[name] = Management(self.world.connect(self.url(name)))
+        return mgmt
+
+    def query(self, name: str, entity: str, attributes: list[str] | None = None) -> Any:
+        return self.management(name).query(entity, attributes)
+
+    def reachable(self, name: str) -> set[str]:
+        """Router ids `name` has a route to (router.node rows with a cost)."""
+        return set(self.costs(name))
+
+    def costs(self, name: str) -> dict[str, int]:
+        """Router id -> path cost, for every router `name` has a route to."""
+        rows = self.query(name, "router.node", ["id", "cost"])
+        return {r["id"]: r["cost"] for r in rows[1:] if r["cost"] is not None}
+
+    def expected_costs(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """The shortest-path costs between `names` over the configured edges among them."""
+        from router.network.path import compute_paths
+
+        graph: dict[str, dict[str, int]] = {n: {} for n in names}
+        for a, b, cost in self.edges:
+            if a in graph and b in graph:
+                graph[a][b] = graph[b][a] = cost
+        return {n: compute_paths(graph, n).cost for n in names}
+
+    def wait_until(self, condition: Any, timeout: float, what: str) -> None:
+        """Steps the world until `condition()` (which may query management) holds."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            self.world.run_for(0.1)
+
+    def wait_converged(
+        self, names: list[str] | None = None, timeout: float = CONVERGE_TIMEOUT
+    ) -> None:
+        """Until each of `names` (default: the running routers) routes to all the others at
+        the cost the configured edges among them give (so no cheaper path is still to come)."""
+        names = names or self.alive()
+        expected = self.expected_costs(names)
+
+        def converged() -> bool:
+            return all(self.costs(n) == expected[n] for n in names)
+
+        self.wait_until(converged, timeout, f"routers {names} to converge on {expected}")
+
+    def wait_address(
+        self, address: str, consumers: set[str], at: list[str] | None = None, timeout: float = 10
+    ) -> None:
+        """Until every router of `at` (default: the running ones) knows exactly `consumers`
+        (router names) as the routers with consumers for mobile `address`."""
+        key = "M0" + address
+        names = at or self.alive()
+
+        def known() -> bool:
+            for n in names:
+                rows = self.query(n, "router.address", ["key", "remoteHostRouters"])
+                remote = next((r["remoteHostRouters"] for r in rows if r["key"] == key), [])
+                if set(remote) != {self.ids[c] for c in consumers if c != n}:
+                    return False
+            return True
+
+        self.wait_until(known, timeout, f"{address!r} to be known at {names} on {consumers}")
