@@ -33,7 +33,14 @@ from router.log import get_logger
 from router.management import Agent
 from router.network import Timers
 from router.pn import ffi, get_condition, lib, set_condition, text
-from router.sections import EMPTY_ANNOTATIONS, MessageFormatError, get_to, read_annotations, scan
+from router.sections import (
+    EMPTY_ANNOTATIONS,
+    MessageFormatError,
+    RouterAnnotations,
+    get_to,
+    read_annotations,
+    scan,
+)
 from router.stats import RouterStats
 
 log = get_logger("router")
@@ -41,6 +48,16 @@ log = get_logger("router")
 HOUSEKEEPING_SECONDS = 0.1
 SHUTDOWN_GRACE_SECONDS = 3.0
 CLOSED_LINGER_SECONDS = 5.0
+
+
+def entering_network(ann: RouterAnnotations) -> RouterAnnotations:
+    """A message coming up from an edge enters the interior network here: this router is its
+    ingress as far as the other interiors are concerned (multicast valid origins are interior
+    routers), so the edge's ingress annotation is not carried on."""
+    entered = RouterAnnotations()
+    entered.trace, entered.to, entered.phase = ann.trace, ann.to, ann.phase
+    entered.present = ann.present
+    return entered
 
 
 def network_timers(config: RouterConfig) -> Timers:
@@ -612,6 +629,8 @@ class Router:
             s = scan(data)
             ann = read_annotations(data, s)
             effective = EMPTY_ANNOTATIONS if link.conn.strip_in else ann
+            if link.kind == "edge" and self.network is not None and ann.ingress is not None:
+                effective = entering_network(ann)
             to = effective.to or get_to(data, s) if link.anonymous else None
         except MessageFormatError as e:
             self.refuse_message(link, d, presettled, "amqp:decode-error", str(e))

@@ -177,3 +177,43 @@ def _local(world: World, router: RouterProcess) -> bool:
     finally:
         client.close()
     return any(r["key"] == "M0orders" and r["subscriberCount"] for r in rows)
+
+
+def test_two_interiors_with_two_edges_each(tmp_path: Path, world: World) -> None:
+    mc = [{"prefix": "news", "distribution": "multicast"}]
+    a = interior(tmp_path, "A", addresses=mc)
+    b = interior(tmp_path, "B", connect=a, addresses=mc)
+    edges = [edge(tmp_path, f"E{i}", [a if i <= 2 else b], addresses=mc) for i in range(1, 5)]
+    with started(a, b, *edges):
+        clients = [world.connect(e.url) for e in edges]
+        news = [Receiver(c, "news") for c in clients]
+        orders = Receiver(clients[3], "orders")  # on E4, behind B
+        world.run_until(lambda: orders.attached and all(r.attached for r in news))
+        world.run_until(
+            lambda: {"M0orders", "M0news"} <= set(remote_keys(world, a)),
+            timeout=10,
+            what="E4's addresses advertised to A",
+        )
+        world.run_for(1.0)  # B's own edges' news consumers reach A's table too
+        # anycast from E1 (behind A) to E4 (behind B)
+        sender = Sender(clients[0], "orders")
+        world.run_until(lambda: sender.credit > 0)
+        sender.send_all(Message(body=i) for i in range(10))
+        # multicast from E2: one copy to each edge's consumer, none twice
+        caster = Sender(clients[1], "news")
+        world.run_until(lambda: caster.credit > 0)
+        caster.send_all(Message(body=i) for i in range(10))
+        world.run_until(
+            lambda: (
+                sender.all_settled()
+                and caster.all_settled()
+                and len(orders.messages) == 10
+                and all(len(r.messages) >= 10 for r in news)
+            ),
+            timeout=10,
+        )
+        world.run_for(0.5)  # a duplicate would arrive now
+        assert orders.bodies == list(range(10))
+        for r in news:
+            assert r.bodies == list(range(10))
+        assert {t.outcome for t in sender.sent + caster.sent} == {"accepted"}
