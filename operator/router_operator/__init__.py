@@ -1,0 +1,2 @@
+"""The Routernet operator: Router, Address and LinkRoute custom resources reconciled into
+router networks."""
