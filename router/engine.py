@@ -361,8 +361,9 @@ class Router:
         if conn.connector is not None:
             conn.connector.closed(conn)  # schedules the next attempt, logs failures once
         conn.free()
-        # A connector's attempt that never opened is not news at info: it logs its own failure.
-        quiet = conn.connector is not None and conn.remote_container is None
+        # A connection that never opened AMQP is not news at info: a connector's failed attempt
+        # logs its own failure, and TCP probes (Kubernetes, load balancers) come and go.
+        quiet = conn.remote_container is None
         (log.debug if quiet else log.info)("connection.closed", conn=conn.conn_id, peer=conn.host)
 
     # ----- Proton events -------------------------------------------------------------------
