@@ -1,0 +1,796 @@
+"""The custom resources Router, Address and LinkRoute: the one definition of their API.
+
+These pydantic models are the single source of truth. ``crds.py`` turns them into the CRDs the
+API server enforces (OpenAPI schema, defaults, enums, CEL rules), and the operator and the local
+backend validate objects with the very same models, so a file that ``routernet up`` accepts is one
+``kubectl apply`` accepts too, and the other way round.
+
+Every cross-field rule is written once, as a :class:`Rule`: its CEL text goes into the CRD's
+``x-kubernetes-validations`` and its Python twin runs in the model's validator, with the same
+message. Field names are the API's (camelCase), as in ``router/config.py``, so the planner maps
+one onto the other without a translation table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+GROUP = "routernet.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "routernet"
+
+PAUSE_ANNOTATION = f"{GROUP}/paused"
+"""Set to "true" on any Routernet resource to stop reconciling it (and say so in a condition)."""
+
+READY = "Ready"
+"""The aggregate condition every kind reports; printer columns read it."""
+RECONCILIATION_PAUSED = "ReconciliationPaused"
+"""The condition (status "True") a paused resource shows, so nobody wonders why it is stale."""
+
+DEFAULT_NETWORK = "default"
+DEFAULT_ROUTER_IMAGE = "routernet/router:0.1.0"
+"""Used when a Router names no image. Deliberately not a CRD default: a default the API server
+writes into every stored object would pin old routers to the image of the operator release
+that created them; resolved by the operator instead, an operator upgrade upgrades them."""
+
+ROUTER_CONTAINER = "router"
+"""The router's container in the pod template; podTemplate overrides match containers by name."""
+AMQP_PORT = 5672
+INTER_ROUTER_PORT = 55672
+"""Where interior routers listen for each other; the operator adds this listener itself."""
+EDGE_PORT = 45672
+"""Where interior routers listen for edge routers; the operator adds this listener itself."""
+RESERVED_PORTS = (INTER_ROUTER_PORT, EDGE_PORT)
+
+ROUTER_NAME_MAX_LENGTH = 45
+"""A Router names its StatefulSet (whose revision-hash label allows at most 52 characters), its
+pods and its Services (DNS-1035 labels of at most 63) with suffixes of its own: 45 leaves room."""
+
+
+# --- rules shared by the CRD (CEL) and the models (Python) ---------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validation rule, stated in CEL for the API server and in Python for the models.
+
+    ``holds`` checks an object (``self`` in CEL); ``holds_on_update`` checks a change, with the
+    old object as its second argument (``oldSelf``): the API server runs those on updates only,
+    and so does :meth:`_Spec.check_update`. Keeping both spellings side by side, with one
+    message, is what keeps them in step; the tests evaluate the CEL on sample objects and compare.
+    """
+
+    rule: str
+    message: str
+    holds: Callable[[Any], bool] | None = None
+    holds_on_update: Callable[[Any, Any], bool] | None = None
+
+    def cel(self) -> dict[str, str]:
+        """The ``x-kubernetes-validations`` entry. Only ``rule`` and ``message``: the chart
+        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28."""
+        return {"rule": self.rule, "message": self.message}
+
+
+def _model_schema_extra(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    rules: tuple[Rule, ...] = getattr(cls, "rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [rule.cel() for rule in rules]
+
+
+def _raise_broken(broken: list[Rule]) -> None:
+    """Reports every broken rule at once, as the API server does."""
+    if broken:
+        raise ValueError("; ".join(rule.message for rule in broken))
+
+
+class _Spec(BaseModel):
+    """What users write. Strict, like the router's config: an unknown key or a string where a
+    number belongs is an error here, as it is for ``kubectl apply`` (strict field validation),
+    rather than something silently dropped."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, json_schema_extra=_model_schema_extra
+    )
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _rules_hold(self) -> Self:
+        _raise_broken([rule for rule in self.rules if rule.holds and not rule.holds(self)])
+        return self
+
+    def check_update(self, old: Self) -> None:
+        """Raises ValueError when changing ``old`` into this breaks a rule that only the API
+        server's transition rules (``oldSelf``) would otherwise catch, e.g. in the local backend
+        when a file changes."""
+        _raise_broken(
+            [
+                rule
+                for rule in self.rules
+                if rule.holds_on_update is not None and not rule.holds_on_update(self, old)
+            ]
+        )
+
+
+def _constrained(what: str, regex: str, max_length: int, hint: str) -> Any:
+    """A string type checked by one regular expression, here and in the CRD alike.
+
+    The API server (Go's RE2) and Python agree on these simple expressions; Python's
+    ``fullmatch`` is used because ``$`` in Python also matches before a final newline.
+    """
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if len(value) > max_length or not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid {what}: {hint}")
+        return value
+
+    schema = {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": regex}
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
+
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Router addresses: tokens split by '.' or '/', none empty, no whitespace (router/config.py).
+_PREFIX = r"^[^./\s*#]+([./][^./\s*#]+)*$"
+_PATTERN = r"^(\*|#|[^./\s*#]+)([./](\*|#|[^./\s*#]+))*$"
+_ADDRESS = r"^[^./\s]+([./][^./\s]+)*$"
+_HOST = (
+    r"^([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?"  # a host name or IPv4 literal
+    r"|\[?[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\]?)$"  # an IPv6 literal, brackets optional
+)
+# Kubernetes' resource.Quantity, as its own CRDs spell it.
+_QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+NetworkName = _constrained(
+    "network name",
+    _DNS_LABEL,
+    63,
+    "lower-case letters, digits and '-', at most 63 characters (it is used as a label value)",
+)
+SecretName = _constrained(
+    "Secret name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
+)
+AddressPrefix = _constrained(
+    "prefix",
+    _PREFIX,
+    1000,
+    "non-empty tokens separated by '.' or '/', no whitespace, no '*' or '#' (use pattern)",
+)
+AddressPattern = _constrained(
+    "pattern",
+    _PATTERN,
+    1000,
+    "non-empty tokens separated by '.' or '/', no whitespace; '*' and '#' only as whole tokens",
+)
+AddressName = _constrained(
+    "address", _ADDRESS, 1000, "non-empty tokens separated by '.' or '/', no whitespace"
+)
+ContainerId = _constrained("container id", r"^\S+$", 1000, "non-empty, no whitespace")
+HostName = _constrained("host", _HOST, 253, "a host name or an IP address")
+ImageName = _constrained("image", r"^\S+$", 1000, "non-empty, no whitespace")
+
+
+def _check_quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and not re.fullmatch(_QUANTITY, value):
+        raise ValueError(f"{value!r} is not a valid quantity (e.g. 100m, 0.5, 256Mi, 1G)")
+    return value
+
+
+Quantity = Annotated[
+    int | str,
+    AfterValidator(_check_quantity),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": _QUANTITY,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+SaslMechanism = Literal["ANONYMOUS", "PLAIN"]
+Distribution = Literal["closest", "balanced", "multicast"]
+UndeliverableAction = Literal["drop", "hold", "redirect"]
+Direction = Literal["in", "out", "both"]
+
+_FREE_FORM = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _unique(values: list[Any], what: str) -> list[Any]:
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"duplicate {what} {value!r}")
+        seen.add(value)
+    return values
+
+
+def _exactly_one(a: str, b: str) -> Rule:
+    return Rule(
+        rule=f"has(self.{a}) != has(self.{b})",
+        message=f"exactly one of {a} or {b} is required",
+        holds=lambda s: (getattr(s, a) is None) != (getattr(s, b) is None),
+    )
+
+
+# --- Router -------------------------------------------------------------------------------
+
+
+class RouterListener(_Spec):
+    """A listener for clients. The operator adds the inter-router and edge listeners itself."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            rule=" && ".join(f"self.port != {port}" for port in RESERVED_PORTS),
+            message=(
+                f"ports {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved for the inter-router"
+                " and edge listeners the operator adds"
+            ),
+            holds=lambda s: s.port not in RESERVED_PORTS,
+        ),
+        Rule(
+            rule="!('PLAIN' in self.saslMechanisms) || has(self.saslUsersSecret)",
+            message="PLAIN needs saslUsersSecret, the Secret holding the users' sasldb",
+            holds=lambda s: "PLAIN" not in s.saslMechanisms or s.saslUsersSecret is not None,
+        ),
+        Rule(
+            rule="'PLAIN' in self.saslMechanisms || !has(self.saslUsersSecret)",
+            message="saslUsersSecret is only used with PLAIN in saslMechanisms",
+            holds=lambda s: "PLAIN" in s.saslMechanisms or s.saslUsersSecret is None,
+        ),
+        Rule(
+            rule="!self.authenticatePeer || self.saslMechanisms.exists(m, m != 'ANONYMOUS')",
+            message="authenticatePeer requires a mechanism other than ANONYMOUS in saslMechanisms",
+            holds=lambda s: not s.authenticatePeer or bool(set(s.saslMechanisms) - {"ANONYMOUS"}),
+        ),
+    )
+
+    port: Port = Field(
+        description=(
+            "TCP port, unique among the listeners; the client Service exposes it."
+            f" {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved."
+        )
+    )
+    role: Literal["normal", "route-container"] = Field(
+        default="normal",
+        description=(
+            "normal: clients; route-container: brokers and services that link routes reach"
+            " by container id (LinkRoute containerId)."
+        ),
+    )
+    tlsSecret: SecretName | None = Field(
+        default=None,
+        description=(
+            "A kubernetes.io/tls Secret (tls.crt, tls.key, optional ca.crt): serve AMQPS."
+            " Not available yet (the router has no TLS): such a listener is reported as a"
+            " problem rather than served in clear text."
+        ),
+    )
+    saslMechanisms: Annotated[
+        list[SaslMechanism], AfterValidator(lambda v: _unique(v, "SASL mechanism"))
+    ] = Field(
+        default_factory=lambda: ["ANONYMOUS"],
+        min_length=1,
+        max_length=2,
+        description="SASL mechanisms offered to clients.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    saslUsersSecret: SecretName | None = Field(
+        default=None,
+        description=(
+            "With PLAIN: a Secret whose key users.sasldb is a Cyrus sasldb (saslpasswd2 -c -f"
+            " users.sasldb -u REALM USER); clients log in as USER@REALM."
+        ),
+    )
+    authenticatePeer: bool = Field(
+        default=False, description="Refuse clients that authenticate as ANONYMOUS."
+    )
+
+
+def _unique_ports(listeners: list[RouterListener]) -> list[RouterListener]:
+    _unique([listener.port for listener in listeners], "listener port")
+    return listeners
+
+
+class ResourceRequirements(_Spec):
+    """The router container's requests and limits (Kubernetes' ResourceRequirements).
+
+    A bounded router needs a memory limit: unbounded buffering and OOM kills are what users of
+    other router operators complain about most, hence a default.
+    """
+
+    requests: dict[str, Quantity] | None = Field(
+        default=None, description="Minimum resources, e.g. {cpu: 100m, memory: 64Mi}."
+    )
+    limits: dict[str, Quantity] | None = Field(
+        default=None, description="Maximum resources, e.g. {memory: 256Mi}."
+    )
+
+
+class PodMetadata(_Spec):
+    """Labels and annotations added to the router pods."""
+
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class PodTemplateOverrides(_Spec):
+    """Merged over the pod template the operator renders."""
+
+    metadata: PodMetadata | None = Field(
+        default=None, description="Labels and annotations added to the operator's own."
+    )
+    spec: Annotated[dict[str, Any], WithJsonSchema(_FREE_FORM)] | None = Field(
+        default=None,
+        description=(
+            "A PodSpec fragment merged over the operator's (nodeSelector, tolerations, affinity,"
+            " priorityClassName, securityContext, ...); containers merge by name, the router's"
+            f" is {ROUTER_CONTAINER!r}."
+        ),
+    )
+
+
+def _default_resources() -> ResourceRequirements:
+    return ResourceRequirements(
+        requests={"cpu": "100m", "memory": "64Mi"}, limits={"memory": "256Mi"}
+    )
+
+
+class RouterSpec(_Spec):
+    """A set of identical routers (a StatefulSet) in a router network. Interior routers of one
+    network, in one namespace, form a full mesh; edge routers attach to its interiors."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        # A router process has one Cyrus SASL configuration, hence one user database.
+        Rule(
+            rule=(
+                "self.listeners.all(a, !has(a.saslUsersSecret) || self.listeners.all(b,"
+                " !has(b.saslUsersSecret) || b.saslUsersSecret == a.saslUsersSecret))"
+            ),
+            message="all listeners with PLAIN must name the same saslUsersSecret",
+            holds=lambda s: len({lst.saslUsersSecret for lst in s.listeners} - {None}) <= 1,
+        ),
+    )
+
+    replicas: int = Field(
+        default=1, ge=0, description="Number of routers (pods <name>-0, <name>-1, ...)."
+    )
+    role: Literal["interior", "edge"] = Field(
+        default="interior",
+        description=(
+            "interior: joins the network's mesh; edge: attaches to the network's interior"
+            " routers (one active uplink, the others standing by), for many clients."
+        ),
+    )
+    network: NetworkName = Field(
+        default=DEFAULT_NETWORK,
+        description="The router network, within this namespace, that these routers belong to.",
+    )
+    listeners: Annotated[list[RouterListener], AfterValidator(_unique_ports)] = Field(
+        default_factory=lambda: [RouterListener(port=AMQP_PORT)],
+        max_length=16,
+        description="Listeners for clients; by default one plain AMQP listener on 5672.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["port"],
+        },
+    )
+    linkCapacity: int = Field(
+        default=250,
+        ge=1,
+        description="Credit granted per incoming link: bounds the router's memory per sender.",
+    )
+    resources: ResourceRequirements = Field(
+        default_factory=_default_resources,
+        description="Requests and limits of the router container.",
+    )
+    image: ImageName | None = Field(
+        default=None,
+        description="The router image; unset: the one the operator is configured with.",
+    )
+    podTemplate: PodTemplateOverrides | None = Field(
+        default=None, description="Overrides merged over the operator's pod template."
+    )
+
+
+# --- Address --------------------------------------------------------------------------------
+
+
+class UndeliverablePolicy(_Spec):
+    """What happens to a message for which no consumer exists."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            rule="self.action != 'redirect' || has(self.fallbackAddress)",
+            message="fallbackAddress is required when action is redirect",
+            holds=lambda s: s.action != "redirect" or s.fallbackAddress is not None,
+        ),
+        Rule(
+            rule="self.action == 'redirect' || !has(self.fallbackAddress)",
+            message="fallbackAddress is only allowed when action is redirect",
+            holds=lambda s: s.action == "redirect" or s.fallbackAddress is None,
+        ),
+        Rule(
+            rule="self.action == 'hold' || !has(self.holdTimeoutSeconds)",
+            message="holdTimeoutSeconds is only allowed when action is hold",
+            holds=lambda s: s.action == "hold" or s.holdTimeoutSeconds is None,
+        ),
+    )
+
+    action: UndeliverableAction = Field(
+        default="drop",
+        description=(
+            "drop: pre-settled messages are discarded and counted, unsettled ones released to"
+            " the sender; hold: kept until a consumer attaches (up to holdTimeoutSeconds);"
+            " redirect: sent to fallbackAddress."
+        ),
+    )
+    holdTimeoutSeconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=86400,
+        description="action hold: how long messages wait for a consumer (default 30).",
+    )
+    fallbackAddress: AddressName | None = Field(
+        default=None, description="action redirect: where messages go instead."
+    )
+
+
+def _same_key(field: str) -> Rule:
+    """Changing what an Address matches would silently re-route traffic already flowing under
+    the old one; deleting it and creating another says so. A field-level ``self == oldSelf``
+    rule would not fire when the field is added or removed (a switch from prefix to pattern),
+    so the rule sits on the spec and compares presence too."""
+    return Rule(
+        rule=(
+            f"has(self.{field}) == has(oldSelf.{field})"
+            f" && (!has(self.{field}) || self.{field} == oldSelf.{field})"
+        ),
+        message=f"{field} is immutable: delete the Address and create a new one",
+        holds_on_update=lambda new, old: getattr(new, field) == getattr(old, field),
+    )
+
+
+class AddressSpec(_Spec):
+    """Routing semantics for a family of addresses, on every router of a network."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        _exactly_one("prefix", "pattern"),
+        _same_key("prefix"),
+        _same_key("pattern"),
+    )
+
+    network: NetworkName = Field(
+        default=DEFAULT_NETWORK, description="The router network, within this namespace."
+    )
+    prefix: AddressPrefix | None = Field(
+        default=None,
+        description=(
+            "Matches this address and every address below it (whole tokens split by '.' or"
+            " '/'). Exactly one of prefix or pattern; immutable."
+        ),
+    )
+    pattern: AddressPattern | None = Field(
+        default=None,
+        description=(
+            "Tokens split by '.' or '/'; '*' matches one token, '#' zero or more. Exactly one"
+            " of prefix or pattern; immutable."
+        ),
+    )
+    distribution: Distribution = Field(
+        default="balanced",
+        description=(
+            "closest: the nearest consumer; balanced: the consumer with the fewest outstanding"
+            " deliveries (weighed by path cost); multicast: a copy to every consumer."
+        ),
+    )
+    undeliverable: UndeliverablePolicy = Field(
+        default_factory=UndeliverablePolicy,
+        description="What happens to a message for which no consumer exists.",
+    )
+    priority: int = Field(
+        default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps each message's."
+    )
+
+
+# --- LinkRoute ------------------------------------------------------------------------------
+
+
+class LinkRouteConnection(_Spec):
+    """A connection the routers open to a broker or service that owns the link route."""
+
+    host: HostName = Field(description="Host name (a Service's DNS name) or IP address.")
+    port: Port = Field(default=AMQP_PORT, description="TCP port.")
+    tlsSecret: SecretName | None = Field(
+        default=None,
+        description=(
+            "Connect with TLS, trusting the CA in this Secret's ca.crt (and presenting"
+            " tls.crt/tls.key when present). Not available yet: the router has no TLS."
+        ),
+    )
+    saslSecret: SecretName | None = Field(
+        default=None,
+        description="A kubernetes.io/basic-auth Secret (username, password): log in with PLAIN.",
+    )
+
+
+class LinkRouteSpec(_Spec):
+    """Links whose address matches are routed, attach and all, to one container (a broker), so
+    that it, not the routers, holds the messages and settles the deliveries."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        _exactly_one("prefix", "pattern"),
+        _exactly_one("containerId", "connection"),
+    )
+
+    network: NetworkName = Field(
+        default=DEFAULT_NETWORK, description="The router network, within this namespace."
+    )
+    prefix: AddressPrefix | None = Field(
+        default=None, description="Matches this address and every address below it."
+    )
+    pattern: AddressPattern | None = Field(
+        default=None, description="'*' matches one token, '#' zero or more."
+    )
+    direction: Direction = Field(
+        default="both",
+        description=("in: links on which clients send; out: links on which clients receive; both."),
+    )
+    containerId: ContainerId | None = Field(
+        default=None,
+        description=(
+            "The AMQP container id of a broker that connects to a route-container listener."
+            " Exactly one of containerId or connection."
+        ),
+    )
+    connection: LinkRouteConnection | None = Field(
+        default=None,
+        description=(
+            "A broker the routers connect to themselves. Exactly one of containerId or connection."
+        ),
+    )
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+class Condition(BaseModel):
+    """A condition in Kubernetes' shape (metav1.Condition), one per type: the newest facts
+    replace the old ones rather than piling up as a log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = Field(max_length=316, description="e.g. Ready, ReconciliationPaused.")
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(min_length=1, max_length=1024, description="CamelCase, for programs.")
+    message: str = Field(default="", max_length=32768, description="For people.")
+    lastTransitionTime: datetime = Field(description="When status last changed.")
+    observedGeneration: int | None = Field(
+        default=None, ge=0, description="The metadata.generation this condition describes."
+    )
+
+    @field_validator("lastTransitionTime")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    @field_serializer("lastTransitionTime")
+    def _rfc3339(self, value: datetime) -> str:
+        """metav1.Time's form: seconds, UTC, 'Z'."""
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Status(BaseModel):
+    """What the operator observed. Lenient (unknown keys ignored): status is written by
+    operators, possibly a newer release's during an upgrade, and never worth refusing."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    observedGeneration: int | None = Field(
+        default=None, ge=0, description="The metadata.generation last reconciled."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, and kind-specific conditions.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of this type, if any."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    def set_condition(
+        self,
+        type_: str,
+        status: Literal["True", "False", "Unknown"],
+        reason: str,
+        message: str = "",
+        *,
+        observed_generation: int | None = None,
+        now: datetime | None = None,
+    ) -> Condition:
+        """Replaces the condition of this type. lastTransitionTime moves only when the status
+        does, as Kubernetes' conventions ask (it answers "since when is this so")."""
+        old = self.condition(type_)
+        if old is not None and old.status == status:
+            since = old.lastTransitionTime
+        else:
+            since = now or datetime.now(UTC).replace(microsecond=0)
+        new = Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
+            lastTransitionTime=since,
+            observedGeneration=observed_generation,
+        )
+        self.conditions = [new if c.type == type_ else c for c in self.conditions]
+        if old is None:
+            self.conditions.append(new)
+        return new
+
+
+class RouterStatus(_Status):
+    """A Router's observed state; replicas and selector also serve the scale subresource."""
+
+    replicas: int | None = Field(default=None, ge=0, description="Router pods that exist.")
+    readyReplicas: int | None = Field(default=None, ge=0, description="Router pods ready.")
+    selector: str | None = Field(
+        default=None, description="Label selector of the pods, for the scale subresource (HPA)."
+    )
+    meshConnected: bool | None = Field(
+        default=None,
+        description=(
+            "Interior: every interior router of the network sees every other one."
+            " Edge: every edge router has an uplink."
+        ),
+    )
+    endpoints: list[str] = Field(
+        default_factory=list, description="host:port of each listener, as clients dial it."
+    )
+
+
+class AddressStatus(_Status):
+    """An Address's observed state: whether every router of its network applies it."""
+
+
+class LinkRouteStatus(_Status):
+    """A LinkRoute's observed state: whether every router of its network applies it."""
+
+
+# --- the kinds ----------------------------------------------------------------------------------
+
+
+class ObjectMeta(BaseModel):
+    """The parts of metav1.ObjectMeta the operator reads; everything else is kept as is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None
+
+
+def is_paused(annotations: Mapping[str, str] | None) -> bool:
+    """True when the pause annotation is set to "true" (any case): kopf handlers get the
+    annotations as a mapping, hence a function rather than only a property."""
+    return (annotations or {}).get(PAUSE_ANNOTATION, "").strip().lower() == "true"
+
+
+class CustomResource(BaseModel):
+    """A whole custom resource as stored or as written in a file for ``routernet up``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind_name: ClassVar[str]
+    plural: ClassVar[str]
+    singular: ClassVar[str]
+    short_names: ClassVar[tuple[str, ...]]
+    spec_required: ClassVar[bool] = True
+    root_rules: ClassVar[tuple[Rule, ...]] = ()
+    """CEL rules on the whole object; they may read only metadata.name and generateName."""
+
+    apiVersion: Literal["routernet.io/v1alpha1"] = API_VERSION
+    metadata: ObjectMeta
+
+    @model_validator(mode="after")
+    def _root_rules_hold(self) -> Self:
+        _raise_broken([rule for rule in self.root_rules if rule.holds and not rule.holds(self)])
+        return self
+
+    @property
+    def paused(self) -> bool:
+        """Whether the pause annotation stops reconciliation of this object."""
+        return is_paused(self.metadata.annotations)
+
+
+class Router(CustomResource):
+    """A set of routers of one role in a router network: a StatefulSet, its Services and
+    configuration, rendered and kept up by the operator."""
+
+    kind_name: ClassVar[str] = "Router"
+    plural: ClassVar[str] = "routers"
+    singular: ClassVar[str] = "router"
+    short_names: ClassVar[tuple[str, ...]] = ("rtr",)
+    spec_required: ClassVar[bool] = False
+    root_rules: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            rule=(
+                f"self.metadata.name.size() <= {ROUTER_NAME_MAX_LENGTH}"
+                f" && self.metadata.name.matches('{_DNS1035_LABEL}')"
+            ),
+            message=(
+                "a Router's name must be a DNS-1035 label (lower-case letters, digits, '-',"
+                f" starting with a letter) of at most {ROUTER_NAME_MAX_LENGTH} characters:"
+                " it names the StatefulSet, the pods and the Services"
+            ),
+            holds=lambda r: (
+                len(r.metadata.name) <= ROUTER_NAME_MAX_LENGTH
+                and re.fullmatch(_DNS1035_LABEL, r.metadata.name) is not None
+            ),
+        ),
+    )
+
+    kind: Literal["Router"] = "Router"
+    spec: RouterSpec = Field(default_factory=RouterSpec)
+    status: RouterStatus = Field(default_factory=RouterStatus)
+
+
+class Address(CustomResource):
+    """How the routers of a network treat a family of addresses."""
+
+    kind_name: ClassVar[str] = "Address"
+    plural: ClassVar[str] = "addresses"
+    singular: ClassVar[str] = "address"
+    short_names: ClassVar[tuple[str, ...]] = ("raddr",)
+
+    kind: Literal["Address"] = "Address"
+    spec: AddressSpec
+    status: AddressStatus = Field(default_factory=AddressStatus)
+
+
+class LinkRoute(CustomResource):
+    """Links for a family of addresses routed to a broker, on every router of a network."""
+
+    kind_name: ClassVar[str] = "LinkRoute"
+    plural: ClassVar[str] = "linkroutes"
+    singular: ClassVar[str] = "linkroute"
+    short_names: ClassVar[tuple[str, ...]] = ("rlr",)
+
+    kind: Literal["LinkRoute"] = "LinkRoute"
+    spec: LinkRouteSpec
+    status: LinkRouteStatus = Field(default_factory=LinkRouteStatus)
+
+
+KINDS: tuple[type[CustomResource], ...] = (Router, Address, LinkRoute)
+"""Every custom resource kind, in the order the CRDs are generated."""

@@ -1,0 +1,413 @@
+"""Rendering one Router resource's plan into the Kubernetes objects that run it, as plain dicts.
+
+Pure, like the planner: the reconciler applies what this returns, the tests validate it against
+the Kubernetes schemas, and neither needs a cluster. Choices, and why:
+- One ConfigMap holds every pod's config as ``<pod>.json``; each pod reads its own through its
+  name (``$(POD_NAME)``), so the StatefulSet's pod template is the same for every pod and an
+  address change touches the ConfigMap only. Apply it before the StatefulSet: a new pod whose
+  key is missing cannot start.
+- The pod template carries ``routernet.io/config-digest``, a digest of the router mode alone: the
+  one setting a running router cannot change in place. Addresses, connectors and listeners change
+  live (config-sync); hashing the whole config would restart every router on every address change,
+  qdr-operator's mistake.
+- The headless ``<name>-peers`` Service publishes not-ready addresses: peers must resolve a
+  router's DNS name while it starts, or the mesh could never form.
+- Pods are managed in parallel: routers do not depend on each other's start order (connectors
+  retry), and ordered start would make a 20-router mesh take 20 readiness periods.
+- Scale-down and upgrades drain: preStop waits ``DRAIN_SECONDS`` so the endpoints controller
+  takes the pod out of the client Service before SIGTERM, on which the router stops its listeners
+  and releases every unsettled delivery to its sender (to be resent elsewhere).
+- Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
+  deleting a Router deletes its children without a finalizer.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from router_operator.planner import (
+    EDGE_PORT,
+    INTER_ROUTER_PORT,
+    SASL_CONFIG_DIR,
+    SASL_CONFIG_NAME,
+    SASLDB_FILE,
+    RouterPlan,
+    peers_service_name,
+)
+
+API_GROUP = "routernet.io"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+ROUTER_KIND = "Router"
+
+DEFAULT_IMAGE = "routernet/router:0.1.0"
+CONFIG_DIR = "/etc/routernet"
+CONTAINER = "router"
+DIGEST_ANNOTATION = f"{API_GROUP}/config-digest"
+NETWORK_LABEL = f"{API_GROUP}/network"
+ROLE_LABEL = f"{API_GROUP}/role"
+DRAIN_SECONDS = 5
+"""preStop wait: long enough for the endpoints controller and kube-proxy to stop sending new
+clients to a terminating pod."""
+TERMINATION_GRACE_SECONDS = 30
+"""Includes the preStop wait; the router itself needs well under a second after SIGTERM."""
+RUN_AS = 10001
+DEFAULT_RESOURCES: Mapping[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+"""Routers with no limits were the most common OOM complaint about messaging operators; the
+router's memory is bounded by link credit (~40 MiB idle), so a modest default fits."""
+MAX_CONFIG_MAP_BYTES = 1024 * 1024
+"""Kubernetes refuses ConfigMaps whose data exceed 1 MiB."""
+SASL_CONF_KEY = "sasl.conf"
+"""The ConfigMap key of the Cyrus SASL config (never a pod's: those end in .json)."""
+
+
+class RenderError(ValueError):
+    """The plan cannot be rendered (its Router has a blocking problem, or it would not fit)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Names, labels, references.
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """Labels that select one Router's pods. ``component`` keeps a Helm release (which labels
+    the operator with ``name: routernet`` and its own ``instance``) from ever matching."""
+    return {
+        "app.kubernetes.io/name": "routernet",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "router",
+    }
+
+
+def selector(name: str) -> str:
+    """The selector as a string, for the scale subresource's ``status.selector`` (HPA)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(name).items()))
+
+
+def labels(plan: RouterPlan) -> dict[str, str]:
+    """Labels on every child and pod: the selector plus network and role, which may change and
+    therefore must never be part of the (immutable) StatefulSet selector."""
+    return {
+        **selector_labels(plan.name),
+        "app.kubernetes.io/managed-by": "routernet-operator",
+        NETWORK_LABEL: plan.network,
+        ROLE_LABEL: plan.mode,
+    }
+
+
+def owner_reference(plan: RouterPlan) -> dict[str, Any]:
+    if not plan.decl.uid:
+        raise RenderError(f"Router {plan.name!r} has no uid: owner references need one")
+    return {
+        "apiVersion": API_VERSION,
+        "kind": ROUTER_KIND,
+        "name": plan.name,
+        "uid": plan.decl.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def config_map_name(name: str) -> str:
+    return f"{name}-config"
+
+
+def config_digest(mode: str) -> str:
+    """Changes exactly when a pod must restart: when the router mode changes."""
+    return hashlib.sha256(json.dumps({"mode": mode}).encode()).hexdigest()[:16]
+
+
+def _metadata(plan: RouterPlan, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": plan.namespace,
+        "labels": labels(plan),
+        "ownerReferences": [owner_reference(plan)],
+    }
+
+
+def _port_name(port: int) -> str:
+    # IANA service names: at most 15 characters, lower-case letters, digits and '-'.
+    return "amqp" if port == 5672 else f"amqp-{port}"
+
+
+def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
+    ports = [(_port_name(port), port) for port in plan.client_ports]
+    if plan.mode == "interior":
+        ports += [("inter-router", INTER_ROUTER_PORT), ("edge", EDGE_PORT)]
+    return ports
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects.
+
+
+def render_router(plan: RouterPlan) -> list[dict[str, Any]]:
+    """Every child of one Router, in apply order (the ConfigMap before the StatefulSet)."""
+    if not plan.ok:
+        reasons = "; ".join(p.message for p in plan.problems) or "a pod has no config"
+        raise RenderError(f"Router {plan.name!r} cannot be rendered: {reasons}")
+    return [
+        render_service_account(plan),
+        render_config_map(plan),
+        render_peers_service(plan),
+        render_client_service(plan),
+        render_pod_disruption_budget(plan),
+        render_stateful_set(plan),
+    ]
+
+
+def config_map_data(plan: RouterPlan) -> dict[str, str]:
+    """``<pod>.json`` for every pod: compact JSON without default values, which keeps a large
+    network under the ConfigMap size limit and reads back to the same RouterConfig."""
+    data: dict[str, str] = {}
+    for pod in plan.pods:
+        if pod.config is None:
+            raise RenderError(f"pod {pod.name} has no config")
+        dumped = pod.config.model_dump(mode="json", exclude_defaults=True)
+        data[f"{pod.name}.json"] = json.dumps(dumped, separators=(",", ":"))
+    if plan.sasl_users_secret is not None:
+        data[SASL_CONF_KEY] = sasl_config()
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+    if size > MAX_CONFIG_MAP_BYTES:
+        raise RenderError(
+            f"Router {plan.name!r}: the configs of its {len(plan.pods)} pods take {size} bytes,"
+            f" over the ConfigMap limit of {MAX_CONFIG_MAP_BYTES}; fewer replicas per Router"
+            " or fewer addresses per network"
+        )
+    return data
+
+
+def sasl_config() -> str:
+    """Cyrus SASL's config for PLAIN against the mounted sasldb. ``mech_list`` allows both; each
+    listener then offers only what its saslMechanisms name."""
+    return (
+        "pwcheck_method: auxprop\n"
+        "auxprop_plugin: sasldb\n"
+        f"sasldb_path: {SASL_CONFIG_DIR}/{SASLDB_FILE}\n"
+        "mech_list: PLAIN ANONYMOUS\n"
+    )
+
+
+def render_config_map(plan: RouterPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(plan, config_map_name(plan.name)),
+        "data": config_map_data(plan),
+    }
+
+
+def render_service_account(plan: RouterPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(plan, plan.name),
+    }
+
+
+def render_peers_service(plan: RouterPlan) -> dict[str, Any]:
+    """Headless: gives each pod ``<pod>.<name>-peers.<ns>.svc`` for inter-router and edge
+    connectors (and for reaching one particular router's client port)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(plan, peers_service_name(plan.name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(plan.name),
+            "ports": [
+                {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+                for name, port in _router_ports(plan)
+            ],
+        },
+    }
+
+
+def render_client_service(plan: RouterPlan) -> dict[str, Any]:
+    """What applications connect to: the client listeners of ready pods only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(plan, plan.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(plan.name),
+            "ports": [
+                {
+                    "name": _port_name(port),
+                    "port": port,
+                    "targetPort": _port_name(port),
+                    "protocol": "TCP",
+                }
+                for port in plan.client_ports
+            ],
+        },
+    }
+
+
+def render_pod_disruption_budget(plan: RouterPlan) -> dict[str, Any]:
+    """One router at a time through voluntary disruptions (node drains): the mesh and the edges'
+    reserve uplinks always keep the others."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(plan, plan.name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(plan.name)}},
+    }
+
+
+def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
+    decl = plan.decl
+    probe_port = plan.client_ports[0]
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": decl.image or DEFAULT_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["routernet-router", "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+        ],
+        "ports": [
+            {"name": name, "containerPort": port, "protocol": "TCP"}
+            for name, port in _router_ports(plan)
+        ],
+        "readinessProbe": {
+            "tcpSocket": {"port": probe_port},
+            "periodSeconds": 5,
+            "failureThreshold": 2,
+        },
+        "livenessProbe": {
+            "tcpSocket": {"port": probe_port},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "lifecycle": {"preStop": {"sleep": {"seconds": DRAIN_SECONDS}}},
+        "resources": copy.deepcopy(dict(decl.resources or DEFAULT_RESOURCES)),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+    template: dict[str, Any] = {
+        "metadata": {
+            "labels": labels(plan),
+            "annotations": {DIGEST_ANNOTATION: config_digest(plan.mode)},
+        },
+        "spec": {
+            "serviceAccountName": plan.name,
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": selector_labels(plan.name)},
+                }
+            ],
+            "containers": [container],
+            "volumes": [{"name": "config", "configMap": {"name": config_map_name(plan.name)}}],
+        },
+    }
+    secret = plan.sasl_users_secret
+    if secret is not None:
+        # Not under CONFIG_DIR: a mount point inside a ConfigMap volume is not portable.
+        container["volumeMounts"].append(
+            {"name": "sasl", "mountPath": SASL_CONFIG_DIR, "readOnly": True}
+        )
+        template["spec"]["volumes"].append(
+            {
+                "name": "sasl",
+                "projected": {
+                    "sources": [
+                        {
+                            "configMap": {
+                                "name": config_map_name(plan.name),
+                                "items": [
+                                    {"key": SASL_CONF_KEY, "path": f"{SASL_CONFIG_NAME}.conf"}
+                                ],
+                            }
+                        },
+                        {
+                            "secret": {
+                                "name": secret,
+                                "items": [{"key": SASLDB_FILE, "path": SASLDB_FILE}],
+                            }
+                        },
+                    ]
+                },
+            }
+        )
+    if decl.pod_template:
+        template = merge(template, decl.pod_template)
+        # The user may add labels and annotations, never take over ours: the selector must keep
+        # matching and the digest must stay the operator's.
+        template["metadata"]["labels"].update(labels(plan))
+        template["metadata"].setdefault("annotations", {})[DIGEST_ANNOTATION] = config_digest(
+            plan.mode
+        )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(plan, plan.name),
+        "spec": {
+            "serviceName": peers_service_name(plan.name),
+            "replicas": len(plan.pods),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "selector": {"matchLabels": selector_labels(plan.name)},
+            "template": template,
+        },
+    }
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod template overrides over ours: mappings merge recursively, lists of named items
+    (containers, env, volumes, ports) merge by name, anything else is replaced. Close enough to
+    a strategic merge patch for overrides, without a server."""
+    result = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        current = result.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            result[key] = merge(current, value)
+        elif _named_list(current) and _named_list(value):
+            merged = list(current)
+            position = {item["name"]: index for index, item in enumerate(merged)}
+            for item in value:
+                if item["name"] in position:
+                    index = position[item["name"]]
+                    merged[index] = merge(merged[index], item)
+                else:
+                    position[item["name"]] = len(merged)
+                    merged.append(copy.deepcopy(dict(item)))
+            result[key] = merged
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def _named_list(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, Mapping) and isinstance(item.get("name"), str) for item in value
+    )

@@ -1,0 +1,573 @@
+"""The generated CRDs: current, valid for Kubernetes, structural, and in step with the models.
+
+The last point is the one that matters in production: every sample object below goes through an
+emulation of the API server (defaults, OpenAPI validation, list keys, CEL rules) and through the
+pydantic models, and both must accept or refuse it alike, refusals with the same message, and
+accepted objects with the same defaults filled in.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from crd_semantics import (
+    api_server_failures,
+    apply_defaults,
+    cel_rules,
+    celpy,
+    compile_rule,
+    structural_problems,
+)
+from packaging.version import Version
+from pydantic import BaseModel, ValidationError
+from router_operator import crds as crds_module
+from router_operator.crds import SchemaError, check, crds, main, render, structural, write
+from router_operator.models import (
+    KINDS,
+    Address,
+    AddressSpec,
+    LinkRoute,
+    Router,
+    RouterSpec,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CRDS = crds()
+needs_cel = pytest.mark.skipif(celpy is None, reason="cel-python is not installed")
+
+
+def schema(kind: type[Any]) -> dict[str, Any]:
+    crd = CRDS[f"{kind.plural}.routernet.io.yaml"]
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+# --- the files ---------------------------------------------------------------------------------
+
+
+def test_committed_crds_are_current() -> None:
+    problems = check(ROOT / "crds")
+    assert not problems, "\n".join([*problems, "run `make crds`"])
+
+
+def test_every_kind_has_its_file() -> None:
+    assert sorted(CRDS) == [
+        "addresses.routernet.io.yaml",
+        "linkroutes.routernet.io.yaml",
+        "routers.routernet.io.yaml",
+    ]
+
+
+def test_check_reports_stale_missing_and_leftover_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--out", str(tmp_path)]) == 0
+    assert main(["--check", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+
+    stale = tmp_path / "routers.routernet.io.yaml"
+    stale.write_text(stale.read_text().replace("default: 250", "default: 251"))
+    (tmp_path / "addresses.routernet.io.yaml").unlink()
+    (tmp_path / "gone.routernet.io.yaml").write_text("{}\n")
+    assert main(["--check", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "routers.routernet.io.yaml is stale" in err
+    assert "addresses.routernet.io.yaml is missing" in err
+    assert "gone.routernet.io.yaml is not generated from any model" in err
+    assert "run `make crds`" in err
+
+    assert {p.name for p in write(tmp_path)} == {
+        "routers.routernet.io.yaml",
+        "addresses.routernet.io.yaml",
+        "gone.routernet.io.yaml",
+    }
+    assert check(tmp_path) == []
+    assert write(tmp_path) == []  # nothing rewritten when current
+
+
+def test_rendering_is_stable() -> None:
+    for name, document in CRDS.items():
+        assert render(document) == render(crds()[name])
+        assert render(document).startswith("# Generated from operator/router_operator/models.py")
+
+
+# --- Kubernetes' view of the CRDs --------------------------------------------------------------
+
+
+# The chart's floor (Chart.yaml kubeVersion) and the newest schemas kubernetes-validate ships.
+KUBE_VERSIONS = ["1.25.0", kubernetes_validate.latest_version()]
+
+
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+@pytest.mark.parametrize("name", sorted(CRDS))
+def test_crd_validates_against_kubernetes_schema(name: str, version: str) -> None:
+    assert Version(KUBE_VERSIONS[-1]) >= Version("1.30")
+    kubernetes_validate.validate(CRDS[name], version, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(CRDS))
+def test_schema_is_structural(name: str) -> None:
+    openapi = CRDS[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert structural_problems(openapi) == []
+    assert openapi["properties"]["metadata"] == {"type": "object"}
+
+
+def test_structural_checker_catches_what_it_should() -> None:
+    bad = {
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/A"},
+            "b": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "c": {"type": "integer", "exclusiveMinimum": 0},
+            "d": {"description": "no type"},
+            "e": {
+                "type": "array",
+                "items": {"type": "object"},
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["k"],
+            },
+        },
+    }
+    problems = "\n".join(structural_problems(bad))
+    for expected in (
+        ".a: $ref is not allowed",
+        ".b: anyOf is only allowed",
+        ".c: exclusiveMinimum must be a boolean",
+        ".d: has no type",
+        ".e: list-map key 'k' is neither required nor defaulted",
+    ):
+        assert expected in problems
+
+
+def test_names_subresources_and_columns() -> None:
+    router = CRDS["routers.routernet.io.yaml"]
+    assert router["metadata"]["name"] == "routers.routernet.io"
+    names = router["spec"]["names"]
+    assert names["shortNames"] == ["rtr"] and names["categories"] == ["routernet"]
+    assert router["spec"]["scope"] == "Namespaced"
+    version = router["spec"]["versions"][0]
+    assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    short = {
+        crd["spec"]["names"]["kind"]: crd["spec"]["names"]["shortNames"] for crd in CRDS.values()
+    }
+    assert short == {"Router": ["rtr"], "Address": ["raddr"], "LinkRoute": ["rlr"]}
+    for crd in CRDS.values():
+        version = crd["spec"]["versions"][0]
+        assert "status" in version["subresources"]
+        columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+        assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+        assert columns["Age"] == ".metadata.creationTimestamp"
+        assert "Network" in columns
+        # A column must point at a field the schema has, or it shows nothing for ever.
+        openapi = version["schema"]["openAPIV3Schema"]
+        for path in columns.values():
+            if "[" in path or path.startswith(".metadata"):
+                continue
+            node = openapi
+            for part in path.strip(".").split("."):
+                node = node["properties"][part]
+
+
+def test_status_has_no_defaults_and_router_spec_defaults_to_empty() -> None:
+    for kind in KINDS:
+        assert "default" not in repr(schema(kind)["properties"]["status"])
+    assert schema(Router)["properties"]["spec"]["default"] == {}
+    assert schema(Address)["required"] == ["spec"]
+
+
+def test_image_is_not_defaulted_by_the_api_server() -> None:
+    """Stored objects would otherwise pin the image of the operator release that created them."""
+    assert "default" not in schema(Router)["properties"]["spec"]["properties"]["image"]
+
+
+# --- the schema post-processor ------------------------------------------------------------------
+
+
+def test_structural_inlines_refs_and_maps_optional_and_bounds() -> None:
+    class Inner(BaseModel):
+        """Inner thing.
+
+        Developers' notes that users need not see."""
+
+        x: int = 0
+
+    class Outer(BaseModel):
+        inner: Inner | None = None
+        ratio: float = 0.5
+        count: int = 1
+
+    raw = Outer.model_json_schema()
+    raw["properties"]["ratio"]["exclusiveMinimum"] = 0
+    raw["properties"]["count"]["exclusiveMinimum"] = 0
+    out = structural(raw)
+    assert out["properties"]["inner"] == {
+        "description": "Inner thing.",
+        "type": "object",
+        "properties": {"x": {"type": "integer", "default": 0}},
+    }
+    assert out["properties"]["ratio"]["minimum"] == 0
+    assert out["properties"]["ratio"]["exclusiveMinimum"] is True
+    assert out["properties"]["count"]["minimum"] == 1
+    assert "exclusiveMinimum" not in out["properties"]["count"]
+    assert "title" not in repr(out)
+
+
+def test_structural_refuses_what_it_cannot_express() -> None:
+    class Node(BaseModel):
+        child: Node | None = None
+
+    with pytest.raises(SchemaError, match="recursive"):
+        structural(Node.model_json_schema())
+
+    class Either(BaseModel):
+        value: int | str | bool
+
+    with pytest.raises(SchemaError, match="not structural"):
+        structural(Either.model_json_schema())
+
+    class Unique(BaseModel):
+        tags: set[str]
+
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        structural(Unique.model_json_schema())
+
+
+# --- the models and the CRDs agree --------------------------------------------------------------
+
+
+def router(spec: dict[str, Any] | None = None, name: str = "r1") -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "routernet.io/v1alpha1",
+        "kind": "Router",
+        "metadata": {"name": name},
+    }
+    if spec is not None:
+        obj["spec"] = spec
+    return obj
+
+
+def address(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "routernet.io/v1alpha1",
+        "kind": "Address",
+        "metadata": {"name": "a1"},
+        "spec": spec,
+    }
+
+
+def link_route(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "routernet.io/v1alpha1",
+        "kind": "LinkRoute",
+        "metadata": {"name": "l1"},
+        "spec": spec,
+    }
+
+
+VALID: list[tuple[type[Any], dict[str, Any]]] = [
+    (Router, router()),
+    (Router, router({})),
+    (Router, router({"replicas": 0})),
+    (Router, router({"replicas": 3, "role": "edge", "network": "prod-eu-1"}, name="edge-a")),
+    (
+        Router,
+        router(
+            {
+                "listeners": [
+                    {"port": 5672},
+                    {
+                        "port": 5671,
+                        "tlsSecret": "amqps-cert",
+                        "saslMechanisms": ["PLAIN"],
+                        "saslUsersSecret": "router-users",
+                        "authenticatePeer": True,
+                    },
+                    {
+                        "port": 5673,
+                        "role": "route-container",
+                        "saslMechanisms": ["ANONYMOUS", "PLAIN"],
+                        "saslUsersSecret": "router-users",
+                    },
+                ]
+            }
+        ),
+    ),
+    (Router, router({"listeners": []})),
+    (
+        Router,
+        router(
+            {
+                "linkCapacity": 1000,
+                "image": "registry.example.com/routernet/router:1.2.3",
+                "resources": {"requests": {"cpu": 1, "memory": "128Mi"}, "limits": {"cpu": "2.5"}},
+                "podTemplate": {
+                    "metadata": {"labels": {"team": "messaging"}, "annotations": {"a": "b"}},
+                    "spec": {
+                        "nodeSelector": {"disk": "ssd"},
+                        "tolerations": [{"key": "k", "operator": "Exists"}],
+                    },
+                },
+            }
+        ),
+    ),
+    (Router, router(name="a" * 45)),
+    (Address, address({"prefix": "orders"})),
+    (Address, address({"prefix": "orders/eu.north", "distribution": "closest", "priority": 9})),
+    (Address, address({"pattern": "sensors.*.temp", "distribution": "multicast"})),
+    (Address, address({"pattern": "#", "network": "other"})),
+    (Address, address({"prefix": "jobs", "undeliverable": {"action": "hold"}})),
+    (
+        Address,
+        address({"prefix": "jobs", "undeliverable": {"action": "hold", "holdTimeoutSeconds": 5}}),
+    ),
+    (
+        Address,
+        address(
+            {"prefix": "audit", "undeliverable": {"action": "redirect", "fallbackAddress": "a.fb"}}
+        ),
+    ),
+    (Address, address({"prefix": "x", "undeliverable": {"action": "drop"}, "priority": -1})),
+    (LinkRoute, link_route({"prefix": "queue", "containerId": "broker-0"})),
+    (
+        LinkRoute,
+        link_route(
+            {
+                "pattern": "topic.#",
+                "direction": "in",
+                "connection": {
+                    "host": "broker.messaging.svc",
+                    "port": 5671,
+                    "tlsSecret": "broker-ca",
+                    "saslSecret": "broker-login",
+                },
+            }
+        ),
+    ),
+    (
+        LinkRoute,
+        link_route({"prefix": "q", "direction": "out", "connection": {"host": "10.0.0.7"}}),
+    ),
+    (LinkRoute, link_route({"prefix": "q", "connection": {"host": "fd00::7"}})),
+]
+
+# (kind, object, a phrase both the models' error and the API server's must contain, or None
+# when the two word it differently: OpenAPI validation has its own wording).
+INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
+    (Router, router({"replicas": -1}), None),
+    (Router, router({"replicas": "3"}), None),
+    (Router, router({"replicas": True}), None),
+    (Router, router({"role": "standalone"}), None),
+    (Router, router({"network": "Prod"}), None),
+    (Router, router({"network": ""}), None),
+    (Router, router({"linkCapacity": 0}), None),
+    (Router, router({"image": "has space"}), None),
+    (Router, router({"listeners": [{"port": 0}]}), None),
+    (Router, router({"listeners": [{"port": 5672}, {"port": 5672}]}), None),
+    (Router, router({"listeners": [{"tlsSecret": "x"}]}), None),
+    (Router, router({"listeners": [{"port": 55672}]}), "reserved"),
+    (Router, router({"listeners": [{"port": 45672}]}), "reserved"),
+    (
+        Router,
+        router({"listeners": [{"port": 5672, "saslMechanisms": ["PLAIN"]}]}),
+        "PLAIN needs saslUsersSecret",
+    ),
+    (
+        Router,
+        router({"listeners": [{"port": 5672, "saslUsersSecret": "users"}]}),
+        "saslUsersSecret is only used with PLAIN",
+    ),
+    (
+        Router,
+        router({"listeners": [{"port": 5672, "authenticatePeer": True}]}),
+        "authenticatePeer requires a mechanism other than ANONYMOUS",
+    ),
+    (
+        Router,
+        router(
+            {
+                "listeners": [
+                    {"port": 1, "saslMechanisms": ["PLAIN"], "saslUsersSecret": "a"},
+                    {"port": 2, "saslMechanisms": ["PLAIN"], "saslUsersSecret": "b"},
+                ]
+            }
+        ),
+        "must name the same saslUsersSecret",
+    ),
+    (Router, router({"listeners": [{"port": 1, "saslMechanisms": []}]}), None),
+    (Router, router({"listeners": [{"port": 1, "saslMechanisms": ["GSSAPI"]}]}), None),
+    (Router, router({"listeners": [{"port": 1, "saslMechanisms": ["PLAIN", "PLAIN"]}]}), None),
+    (Router, router({"listeners": [{"port": 1, "tlsSecret": "Not_A_Name"}]}), None),
+    (Router, router({"resources": {"requests": {"memory": "lots"}}}), None),
+    (Router, router({"resources": {"limits": {"cpu": 0.5}}}), None),
+    (Router, router(name="a" * 46), "DNS-1035 label"),
+    (Router, router(name="9lives"), "DNS-1035 label"),
+    (Router, router(name="with.dot"), "DNS-1035 label"),
+    (Address, address({}), "exactly one of prefix or pattern is required"),
+    (Address, address({"prefix": "a", "pattern": "b"}), "exactly one of prefix or pattern"),
+    (Address, address({"network": "default"}), "exactly one of prefix or pattern"),
+    (Address, address({"prefix": "a.*"}), None),
+    (Address, address({"prefix": "a..b"}), None),
+    (Address, address({"prefix": "a b"}), None),
+    (Address, address({"prefix": ""}), None),
+    (Address, address({"pattern": "a.b*"}), None),
+    (Address, address({"prefix": "a", "distribution": "random"}), None),
+    (Address, address({"prefix": "a", "priority": 10}), None),
+    (Address, address({"prefix": "a", "priority": -2}), None),
+    (
+        Address,
+        address({"prefix": "a", "undeliverable": {"action": "redirect"}}),
+        "fallbackAddress is required when action is redirect",
+    ),
+    (
+        Address,
+        address({"prefix": "a", "undeliverable": {"fallbackAddress": "b"}}),
+        "fallbackAddress is only allowed when action is redirect",
+    ),
+    (
+        Address,
+        address(
+            {
+                "prefix": "a",
+                "undeliverable": {
+                    "action": "redirect",
+                    "holdTimeoutSeconds": 3,
+                    "fallbackAddress": "b",
+                },
+            }
+        ),
+        "holdTimeoutSeconds is only allowed when action is hold",
+    ),
+    (
+        Address,
+        address({"prefix": "a", "undeliverable": {"action": "hold", "holdTimeoutSeconds": 0}}),
+        None,
+    ),
+    (Address, address({"prefix": "a", "undeliverable": {"action": "bounce"}}), None),
+    (LinkRoute, link_route({"prefix": "q"}), "exactly one of containerId or connection"),
+    (
+        LinkRoute,
+        link_route({"prefix": "q", "containerId": "b", "connection": {"host": "b"}}),
+        "exactly one of containerId or connection",
+    ),
+    (LinkRoute, link_route({"containerId": "b"}), "exactly one of prefix or pattern"),
+    (LinkRoute, link_route({"prefix": "q", "containerId": "b", "direction": "sideways"}), None),
+    (LinkRoute, link_route({"prefix": "q", "connection": {"port": 5672}}), None),
+    (LinkRoute, link_route({"prefix": "q", "connection": {"host": "bad host"}}), None),
+    (LinkRoute, link_route({"prefix": "q", "connection": {"host": "b", "port": 70000}}), None),
+    (LinkRoute, link_route({"prefix": "q", "containerId": "has space"}), None),
+]
+
+
+def _ids(cases: list[tuple[Any, ...]]) -> list[str]:
+    return [f"{case[0].__name__}-{index}" for index, case in enumerate(cases)]
+
+
+@needs_cel
+@pytest.mark.parametrize(("kind", "obj"), VALID, ids=_ids(VALID))
+def test_valid_objects_are_accepted_alike_with_the_same_defaults(
+    kind: type[Any], obj: dict[str, Any]
+) -> None:
+    openapi = schema(kind)
+    assert api_server_failures(openapi, obj) == []
+    model = kind.model_validate(obj)
+    # What the API server stores (defaults applied) is what the model reads.
+    stored = apply_defaults(openapi, obj)
+    assert model.spec.model_dump(mode="json", exclude_none=True) == stored["spec"]
+
+
+@needs_cel
+@pytest.mark.parametrize(("kind", "obj", "phrase"), INVALID, ids=_ids(INVALID))
+def test_invalid_objects_are_refused_alike(
+    kind: type[Any], obj: dict[str, Any], phrase: str | None
+) -> None:
+    failures = api_server_failures(schema(kind), obj)
+    assert failures, "the API server would accept this"
+    with pytest.raises(ValidationError) as caught:
+        kind.model_validate(obj)
+    if phrase is not None:
+        assert any(phrase in failure.message for failure in failures), failures
+        assert phrase in str(caught.value)
+    # Both point at the same place (one path may be more precise than the other).
+    api_paths = {_dotted(failure.path) for failure in failures}
+    model_paths = {_dotted(".".join(map(str, error["loc"]))) for error in caught.value.errors()}
+    assert any(a.startswith(m) or m.startswith(a) for a in api_paths for m in model_paths), (
+        api_paths,
+        model_paths,
+    )
+
+
+def _dotted(path: str) -> str:
+    return path.replace("[", ".").replace("]", "").strip(".")
+
+
+@needs_cel
+def test_every_cel_rule_compiles() -> None:
+    rules = [rule for kind in KINDS for rule in cel_rules(schema(kind))]
+    assert len(rules) >= 12
+    for rule in rules:
+        compile_rule(rule)
+
+
+@needs_cel
+@pytest.mark.parametrize(
+    ("old", "new", "phrase"),
+    [
+        ({"prefix": "a"}, {"prefix": "a", "distribution": "closest"}, None),
+        ({"prefix": "a"}, {"prefix": "a", "network": "other", "priority": 3}, None),
+        ({"prefix": "a"}, {"prefix": "b"}, "prefix is immutable"),
+        ({"pattern": "a.*"}, {"pattern": "a.#"}, "pattern is immutable"),
+        ({"prefix": "a"}, {"pattern": "a.#"}, "prefix is immutable"),
+        ({"pattern": "a.#"}, {"prefix": "a"}, "pattern is immutable"),
+    ],
+)
+def test_prefix_and_pattern_are_immutable(
+    old: dict[str, Any], new: dict[str, Any], phrase: str | None
+) -> None:
+    failures = api_server_failures(schema(Address), address(new), old=address(old))
+    old_spec, new_spec = AddressSpec.model_validate(old), AddressSpec.model_validate(new)
+    if phrase is None:
+        assert failures == []
+        new_spec.check_update(old_spec)
+    else:
+        assert phrase in [f.message.split(":")[0] for f in failures]
+        with pytest.raises(ValueError, match=phrase):
+            new_spec.check_update(old_spec)
+
+
+def test_unknown_fields_are_refused_by_the_models() -> None:
+    """The API server prunes unknown fields (kubectl's strict field validation refuses them);
+    the models refuse them, so a typo in a file for ``routernet up`` is not silently lost."""
+    with pytest.raises(ValidationError, match="replicaz"):
+        Router.model_validate(router({"replicaz": 3}))
+    with pytest.raises(ValidationError, match=r"undeliverable\.actoin"):
+        Address.model_validate(address({"prefix": "a", "undeliverable": {"actoin": "hold"}}))
+
+
+def test_models_default_like_the_crd_with_nothing_set() -> None:
+    spec = RouterSpec()
+    assert spec.replicas == 1 and spec.role == "interior" and spec.network == "default"
+    assert [listener.port for listener in spec.listeners] == [5672]
+    assert spec.linkCapacity == 250 and spec.image is None
+    assert spec.resources.limits == {"memory": "256Mi"}
+
+
+def test_module_runs_as_a_script() -> None:
+    assert crds_module.DEFAULT_OUT == ROOT / "crds"
+    done = subprocess.run(
+        [sys.executable, "-m", "router_operator.crds", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "are current" in done.stdout

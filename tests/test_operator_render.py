@@ -1,0 +1,364 @@
+"""Rendering a Router's plan into Kubernetes objects, validated against Kubernetes' schemas."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from router_operator.planner import (
+    AddressDecl,
+    ListenerDecl,
+    NamespacePlan,
+    RouterDecl,
+    plan_namespace,
+)
+from router_operator.render import (
+    DIGEST_ANNOTATION,
+    MAX_CONFIG_MAP_BYTES,
+    RenderError,
+    config_map_data,
+    merge,
+    render_router,
+    render_stateful_set,
+    selector,
+)
+
+from router.config import RouterConfig, validate_config
+
+NS = "msg"
+VERSIONS = ["1.30", kubernetes_validate.latest_version()]
+
+
+def decls(**overrides: Any) -> list[RouterDecl]:
+    return [
+        RouterDecl("core", uid="uid-core", replicas=3, **overrides),
+        RouterDecl("leaf", uid="uid-leaf", replicas=2, role="edge"),
+    ]
+
+
+def plan(routers: list[RouterDecl] | None = None, addresses: Any = ()) -> NamespacePlan:
+    return plan_namespace(NS, routers if routers is not None else decls(), addresses)
+
+
+def objects(p: NamespacePlan, name: str) -> dict[str, dict[str, Any]]:
+    rendered = render_router(p.router(name))
+    out = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendered}
+    assert len(out) == len(rendered)
+    return out
+
+
+def statefulset(p: NamespacePlan, name: str) -> dict[str, Any]:
+    return objects(p, name)[f"StatefulSet/{name}"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", ["core", "leaf"])
+def test_every_object_validates_against_kubernetes_schemas(name: str, version: str) -> None:
+    p = plan(addresses=[AddressDecl("a", prefix="a")])
+    for obj in render_router(p.router(name)):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_the_validator_is_strict_enough_to_catch_mistakes() -> None:
+    sts = statefulset(plan(), "core")
+    sts["spec"]["template"]["spec"]["containers"][0]["comand"] = ["typo"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sts, "1.30", strict=True)
+
+
+def test_children_in_apply_order_with_deterministic_names() -> None:
+    kinds = [f"{o['kind']}/{o['metadata']['name']}" for o in render_router(plan().router("core"))]
+    assert kinds == [
+        "ServiceAccount/core",
+        "ConfigMap/core-config",
+        "Service/core-peers",
+        "Service/core",
+        "PodDisruptionBudget/core",
+        "StatefulSet/core",
+    ]
+
+
+@pytest.mark.parametrize("name", ["core", "leaf"])
+def test_owner_references_and_labels_on_every_child(name: str) -> None:
+    p = plan()
+    for obj in render_router(p.router(name)):
+        meta = obj["metadata"]
+        assert meta["namespace"] == NS
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "routernet.io/v1alpha1",
+                "kind": "Router",
+                "name": name,
+                "uid": f"uid-{name}",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert meta["labels"]["app.kubernetes.io/name"] == "routernet"
+        assert meta["labels"]["app.kubernetes.io/instance"] == name
+        assert meta["labels"]["routernet.io/network"] == "default"
+
+
+def test_no_uid_no_owner_reference() -> None:
+    p = plan_namespace(NS, [RouterDecl("core", replicas=1)])
+    with pytest.raises(RenderError, match="no uid"):
+        render_router(p.router("core"))
+
+
+def test_statefulset_shape() -> None:
+    sts = statefulset(plan(), "core")
+    spec = sts["spec"]
+    assert spec["replicas"] == 3
+    assert spec["serviceName"] == "core-peers"
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "routernet",
+        "app.kubernetes.io/instance": "core",
+        "app.kubernetes.io/component": "router",
+    }
+    template = spec["template"]
+    pod_labels = template["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pod_labels["routernet.io/network"] == "default"
+    assert pod_labels["routernet.io/role"] == "interior"
+    pod = template["spec"]
+    assert pod["serviceAccountName"] == "core"
+    assert pod["terminationGracePeriodSeconds"] >= 10
+    (container,) = pod["containers"]
+    assert container["command"] == [
+        "routernet-router",
+        "--config",
+        "/etc/routernet/$(POD_NAME).json",
+    ]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in (
+        container["env"]
+    )
+    assert container["readinessProbe"]["tcpSocket"] == {"port": 5672}
+    assert container["livenessProbe"]["tcpSocket"] == {"port": 5672}
+    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+    assert (
+        container["lifecycle"]["preStop"]["sleep"]["seconds"] < pod["terminationGracePeriodSeconds"]
+    )
+    assert {(p["name"], p["containerPort"]) for p in container["ports"]} == {
+        ("amqp", 5672),
+        ("inter-router", 55672),
+        ("edge", 45672),
+    }
+    assert container["resources"]["limits"]["memory"]
+    assert container["volumeMounts"] == [
+        {"name": "config", "mountPath": "/etc/routernet", "readOnly": True}
+    ]
+    assert pod["volumes"] == [{"name": "config", "configMap": {"name": "core-config"}}]
+    assert selector("core") == (
+        "app.kubernetes.io/component=router,app.kubernetes.io/instance=core,"
+        "app.kubernetes.io/name=routernet"
+    )
+
+
+def test_edge_statefulset_exposes_client_ports_only() -> None:
+    (container,) = statefulset(plan(), "leaf")["spec"]["template"]["spec"]["containers"]
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [("amqp", 5672)]
+
+
+def test_services() -> None:
+    listeners = (ListenerDecl(port=5672), ListenerDecl(port=15672))
+    objs = objects(plan(decls(listeners=listeners)), "core")
+    peers = objs["Service/core-peers"]["spec"]
+    assert peers["clusterIP"] == "None"
+    assert peers["publishNotReadyAddresses"] is True
+    assert {(p["name"], p["port"]) for p in peers["ports"]} >= {
+        ("inter-router", 55672),
+        ("edge", 45672),
+    }
+    client = objs["Service/core"]["spec"]
+    assert client.get("clusterIP") != "None"
+    assert [(p["name"], p["port"], p["targetPort"]) for p in client["ports"]] == [
+        ("amqp", 5672, "amqp"),
+        ("amqp-15672", 15672, "amqp-15672"),
+    ]
+    assert client["selector"] == peers["selector"]
+    pdb = objs["PodDisruptionBudget/core"]["spec"]
+    assert pdb["maxUnavailable"] == 1
+    assert pdb["selector"]["matchLabels"] == client["selector"]
+
+
+def test_config_map_holds_every_pods_config_valid_for_the_router() -> None:
+    p = plan(addresses=[AddressDecl("o", prefix="orders", distribution="closest")])
+    for name, count in (("core", 3), ("leaf", 2)):
+        data = objects(p, name)[f"ConfigMap/{name}-config"]["data"]
+        assert sorted(data) == [f"{name}-{i}.json" for i in range(count)]
+        for key, text in data.items():
+            pod = key.removesuffix(".json")
+            loaded = validate_config(json.loads(text))  # what the router does with the file
+            assert loaded == p.pods()[pod].config
+            assert loaded.router.id == pod
+            assert [a.key for a in loaded.addresses] == ["prefix:orders"]
+
+
+@pytest.mark.parametrize("n", [1, 5, 20])
+def test_rendered_configs_for_larger_meshes(n: int) -> None:
+    p = plan_namespace(NS, [RouterDecl("r", uid="u", replicas=n)])
+    data = config_map_data(p.router("r"))
+    links = 0
+    for text in data.values():
+        cfg = RouterConfig.model_validate(json.loads(text))
+        links += sum(1 for c in cfg.connectors if c.role == "inter-router")
+    assert links == n * (n - 1) // 2
+
+
+def test_config_digest_ignores_addresses_but_not_the_mode() -> None:
+    def digest(p: NamespacePlan, name: str = "core") -> str:
+        return statefulset(p, name)["spec"]["template"]["metadata"]["annotations"][
+            DIGEST_ANNOTATION
+        ]
+
+    base = plan(addresses=[AddressDecl("a", prefix="a")])
+    more = plan(
+        addresses=[
+            AddressDecl("a", prefix="a", distribution="multicast"),
+            AddressDecl("b", prefix="b"),
+        ]
+    )
+    assert digest(base) == digest(more)
+    # Nor connectors: scaling adds connectors, not restarts.
+    scaled = plan([RouterDecl("core", uid="uid-core", replicas=7)])
+    assert digest(base) == digest(scaled)
+    # The ConfigMap is what carries the change.
+    assert (
+        objects(base, "core")["ConfigMap/core-config"]
+        != objects(more, "core")["ConfigMap/core-config"]
+    )
+    # The whole pod template is unchanged by an address change, so nothing rolls.
+    assert (
+        statefulset(base, "core")["spec"]["template"]
+        == statefulset(more, "core")["spec"]["template"]
+    )
+    as_edge = plan(
+        [RouterDecl("core", uid="uid-core", replicas=3, role="edge"), RouterDecl("i", uid="i")]
+    )
+    assert digest(as_edge) != digest(base)
+    assert digest(base, "leaf") != digest(base, "core")
+
+
+def test_rendering_is_deterministic() -> None:
+    assert render_router(plan().router("core")) == render_router(plan().router("core"))
+
+
+def test_a_blocked_router_is_not_rendered() -> None:
+    p = plan(decls(listeners=(ListenerDecl(port=55672),)))
+    with pytest.raises(RenderError, match="reserved for inter-router"):
+        render_router(p.router("core"))
+
+
+def test_scale_to_zero_renders() -> None:
+    p = plan_namespace(NS, [RouterDecl("core", uid="u", replicas=0)])
+    objs = objects(p, "core")
+    assert objs["StatefulSet/core"]["spec"]["replicas"] == 0
+    assert objs["ConfigMap/core-config"]["data"] == {}
+    for obj in objs.values():
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+
+
+def test_image_and_resources_from_the_spec() -> None:
+    resources = {"requests": {"cpu": "1", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+    p = plan(decls(image="registry.example/routernet:1.2.3", resources=resources))
+    (container,) = statefulset(p, "core")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/routernet:1.2.3"
+    assert container["resources"] == resources
+
+
+def test_pod_template_overrides_merge_but_never_take_the_selector() -> None:
+    override = {
+        "metadata": {
+            "labels": {"team": "payments", "app.kubernetes.io/instance": "hijack"},
+            "annotations": {"example.com/x": "1", DIGEST_ANNOTATION: "mine"},
+        },
+        "spec": {
+            "nodeSelector": {"disk": "ssd"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "priorityClassName": "high",
+            "containers": [
+                {"name": "router", "env": [{"name": "EXTRA", "value": "1"}]},
+                {"name": "sidecar", "image": "busybox"},
+            ],
+        },
+    }
+    p = plan(decls(pod_template=override))
+    sts = statefulset(p, "core")
+    kubernetes_validate.validate(sts, "1.30", strict=True)
+    template = sts["spec"]["template"]
+    assert template["metadata"]["labels"]["team"] == "payments"
+    assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "core"
+    assert template["metadata"]["annotations"]["example.com/x"] == "1"
+    assert template["metadata"]["annotations"][DIGEST_ANNOTATION] != "mine"
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {"disk": "ssd"}
+    assert spec["priorityClassName"] == "high"
+    router, sidecar = spec["containers"]
+    assert router["command"][0] == "routernet-router"
+    assert [e["name"] for e in router["env"]] == ["POD_NAME", "POD_NAMESPACE", "EXTRA"]
+    assert sidecar == {"name": "sidecar", "image": "busybox"}
+    # The override is not mutated.
+    assert override["spec"]["containers"][0] == {  # type: ignore[index]
+        "name": "router",
+        "env": [{"name": "EXTRA", "value": "1"}],
+    }
+
+
+def test_merge_rules() -> None:
+    base = {"a": {"b": 1, "c": [1, 2]}, "l": [{"name": "x", "v": 1}]}
+    assert merge(base, {"a": {"c": [3]}, "l": [{"name": "x", "w": 2}, {"name": "y"}]}) == {
+        "a": {"b": 1, "c": [3]},
+        "l": [{"name": "x", "v": 1, "w": 2}, {"name": "y"}],
+    }
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "l": [{"name": "x", "v": 1}]}
+
+
+def test_plain_listeners_mount_the_users_secret_with_a_cyrus_config() -> None:
+    listeners = (
+        ListenerDecl(port=5672),
+        ListenerDecl(port=5671, sasl_mechanisms=("PLAIN",), sasl_users_secret="users"),
+    )
+    p = plan(decls(listeners=listeners))
+    objs = objects(p, "core")
+    for obj in objs.values():
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+    data = objs["ConfigMap/core-config"]["data"]
+    assert "sasldb_path: /etc/routernet-sasl/users.sasldb" in data["sasl.conf"]
+    assert "pwcheck_method: auxprop" in data["sasl.conf"]
+    router = json.loads(data["core-0.json"])["router"]
+    assert router["saslConfigDir"] == "/etc/routernet-sasl"
+    pod = objs["StatefulSet/core"]["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "sasl"]
+    sources = volume["projected"]["sources"]
+    assert sources[0]["configMap"] == {
+        "name": "core-config",
+        "items": [{"key": "sasl.conf", "path": "routernet.conf"}],
+    }
+    assert sources[1]["secret"] == {
+        "name": "users",
+        "items": [{"key": "users.sasldb", "path": "users.sasldb"}],
+    }
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert {"name": "sasl", "mountPath": "/etc/routernet-sasl", "readOnly": True} in mounts
+    # Without PLAIN, nothing of the kind.
+    plain_free = objects(plan(), "core")
+    assert "sasl.conf" not in plain_free["ConfigMap/core-config"]["data"]
+    assert len(plain_free["StatefulSet/core"]["spec"]["template"]["spec"]["volumes"]) == 1
+
+
+def test_a_config_map_over_the_limit_is_refused() -> None:
+    addresses = [
+        AddressDecl(f"a{i}", prefix=f"some.rather.long.address.prefix.{i}") for i in range(1200)
+    ]
+    p = plan_namespace(NS, [RouterDecl("r", uid="u", replicas=20)], addresses)
+    with pytest.raises(RenderError, match="ConfigMap limit"):
+        render_router(p.router("r"))
+    assert MAX_CONFIG_MAP_BYTES == 1024 * 1024
+
+
+def test_render_stateful_set_alone_matches_render_router() -> None:
+    p = plan()
+    assert statefulset(p, "leaf") == render_stateful_set(p.router("leaf"))
