@@ -60,6 +60,7 @@ fmt: $(STAMP)
 # The CRDs under crds/ are generated from the operator's pydantic models; a test fails when stale.
 crds: $(STAMP)
 	$(BIN)/python -m router_operator.crds
+	$(MAKE) --no-print-directory helm-crds
 
 # The chart ships the generated CRDs unchanged (tests/test_helm.py compares them).
 helm-crds:
