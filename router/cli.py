@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
@@ -154,34 +157,64 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _effective_config(args: argparse.Namespace) -> RouterConfig:
-    """Applies flags to the raw file data, so what is validated is exactly what will run."""
-    data: dict[str, Any] = read_config_file(args.config) if args.config is not None else {}
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line says over the config file. Kept for the router's lifetime: a
+    config file or ConfigMap read again later gets the same flags applied (`effective_config`)."""
+
+    id: str | None = None
+    mode: str | None = None
+    listen: tuple[Listener, ...] = ()
+    inter_router_listen: tuple[Listener, ...] = ()
+    edge_listen: tuple[Listener, ...] = ()
+    connect: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Overrides:
+        return cls(
+            id=args.id,
+            mode=args.mode,
+            listen=tuple(args.listen),
+            inter_router_listen=tuple(args.inter_router_listen),
+            edge_listen=tuple(args.edge_listen),
+            connect=tuple(args.connect),
+        )
+
+
+def effective_config(data: dict[str, Any], overrides: Overrides) -> RouterConfig:
+    """Applies flags to raw (parsed, unvalidated) config data, so what is validated is exactly
+    what will run. ``data`` is modified. Raises ConfigError."""
     if data.get("router") is None:
         data["router"] = {}
     router = data["router"]
     mode = "standalone"
     if isinstance(router, dict):
-        if args.id is not None:
-            router["id"] = args.id
+        if overrides.id is not None:
+            router["id"] = overrides.id
         else:
             router.setdefault("id", socket.gethostname())
-        if args.mode is not None:
-            router["mode"] = args.mode
+        if overrides.mode is not None:
+            router["mode"] = overrides.mode
         mode = router.get("mode", mode)
     for role, flags in (
-        ("normal", args.listen),
-        ("inter-router", args.inter_router_listen),
-        ("edge", args.edge_listen),
+        ("normal", overrides.listen),
+        ("inter-router", overrides.inter_router_listen),
+        ("edge", overrides.edge_listen),
     ):
         if flags:
             _replace(data, "listeners", role, [listener.model_dump() for listener in flags])
-    if args.connect:
+    if overrides.connect:
         role = CONNECT_ROLES.get(mode) if isinstance(mode, str) else None
         if role is None:
             raise ConfigError(f"--connect needs router mode interior or edge (--mode), not {mode}")
-        _replace(data, "connectors", role, [{**entry, "role": role} for entry in args.connect])
+        entries = [{**entry, "role": role} for entry in overrides.connect]
+        _replace(data, "connectors", role, entries)
     return validate_config(data)
+
+
+def _effective_config(args: argparse.Namespace) -> RouterConfig:
+    data: dict[str, Any] = read_config_file(args.config) if args.config is not None else {}
+    return effective_config(data, Overrides.from_args(args))
 
 
 def _replace(data: dict[str, Any], field: str, role: str, entries: list[dict[str, Any]]) -> None:
@@ -218,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         connectors=len(config.connectors),
         addresses=len(config.addresses),
     )
-    from router.engine import serve  # deferred: --check and usage errors need no engine
+    # deferred: --check and usage errors need no engine
+    from router.engine import serve
+    from router.reconfigure import config_sources
 
-    return serve(config)
+    build = partial(effective_config, overrides=Overrides.from_args(args))
+    return serve(config, config_sources(args.config, build, os.environ))

@@ -620,6 +620,13 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
+    return parse_config_text(text, path)
+
+
+def parse_config_text(text: str, path: str | Path) -> dict[str, Any]:
+    """Parses a config file's text (JSON if ``path`` ends in .json, YAML otherwise) without
+    validating; ``path`` also names the source in error messages (a ConfigMap key, say)."""
+    path = Path(path)
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text, object_pairs_hook=_unique_json_object)

@@ -226,8 +226,8 @@ class Connector:
         was_open = self.phase == "open"
         if was_open and now - self.opened_at >= STABLE_SECONDS:
             self.failures = 0
-        if self.manager.stopped:
-            self.phase = "stopped"
+        if self.manager.stopped or self.phase == "stopped":
+            self.phase = "stopped"  # the router is shutting down, or this connector was removed
             return
         reason = conn.failure()
         if not was_open and conn.error is not None and self.peer is not None:
@@ -280,20 +280,47 @@ class Connectors:
         self.resolver = resolver
         self.rand = rand
         self.items = [Connector(cfg, self) for cfg in router.config.connectors]
+        self.started = False
         self.stopped = False
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
 
     def start(self) -> None:
+        self.started = True
         if not self.items:
+            return
+        self._open_wakeup()
+        for connector in self.items:
+            log.info("connector.started", **connector._fields(), cost=connector.config.cost)
+        self.poll(time.monotonic())
+
+    def _open_wakeup(self) -> None:
+        if self._wake_r is not None:
             return
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.router.sel.register(self._wake_r, selectors.EVENT_READ, ("connectors", self))
-        for connector in self.items:
-            log.info("connector.started", **connector._fields(), cost=connector.config.cost)
-        self.poll(time.monotonic())
+
+    def add(self, config: ConnectorConfig, index: int | None = None) -> Connector:
+        """A connector added while running (a live configuration change): first attempt now."""
+        connector = Connector(config, self)
+        self.items.insert(len(self.items) if index is None else index, connector)
+        if self.started and not self.stopped:
+            self._open_wakeup()
+            log.info("connector.started", **connector._fields(), cost=config.cost)
+            connector.poll(time.monotonic())
+        return connector
+
+    def remove(self, connector: Connector) -> None:
+        """A connector removed while running: no more attempts, its connection closed (its
+        deliveries resolved as when the peer goes)."""
+        self.items.remove(connector)
+        connector.stop()
+        conn = connector.conn
+        log.info("connector.stopped", **connector._fields())
+        if conn is not None:
+            self.router.close_connection(conn)
 
     def resolve_later(self, host: str, port: int) -> Future[Addresses]:
         """Runs the resolver in a thread of its own; a connector has at most one running."""

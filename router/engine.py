@@ -118,6 +118,10 @@ class Router:
         self.link_ids = count(1)
         self.stopping = False
         self.connectors = Connectors(self)  # outgoing connections (router/connector.py)
+        # Where new configurations come from while running (router/reconfigure.py): each has
+        # start(router), poll(now) from housekeeping, stop(), and may register a wakeup socket
+        # as ("wakeup-handler", source) whose readiness calls source.on_wakeup().
+        self.config_sources: list[Any] = []
         self.handlers = {
             lib.PN_CONNECTION_REMOTE_OPEN: self.on_connection_open,
             lib.PN_CONNECTION_REMOTE_CLOSE: self.on_connection_close,
@@ -135,14 +139,46 @@ class Router:
 
     def open_listeners(self) -> None:
         for cfg in self.config.listeners:
-            host = cfg.host
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            sock = socket.create_server((host, cfg.port), family=family, backlog=512)
-            sock.setblocking(False)
-            self.sel.register(sock, selectors.EVENT_READ, ("listener", cfg))
-            self.listeners.append((sock, cfg))
-            port = sock.getsockname()[1]
-            log.info("listener.started", host=host, port=port, role=cfg.role)
+            self.open_listener(cfg)
+
+    def open_listener(self, cfg: Any) -> None:
+        """Bind and watch one listener; raises OSError (address in use, say)."""
+        host = cfg.host
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, cfg.port), family=family, backlog=512)
+        sock.setblocking(False)
+        self.sel.register(sock, selectors.EVENT_READ, ("listener", cfg))
+        self.listeners.append((sock, cfg))
+        port = sock.getsockname()[1]
+        log.info("listener.started", host=host, port=port, role=cfg.role)
+
+    def close_listener(self, sock: socket.socket) -> None:
+        """Stop accepting on one listener; connections it accepted stay up."""
+        for i, (lsock, cfg) in enumerate(self.listeners):
+            if lsock is sock:
+                del self.listeners[i]
+                self.sel.unregister(sock)
+                sock.close()
+                log.info("listener.stopped", host=cfg.host, port=cfg.port, role=cfg.role)
+                return
+
+    def update_listener(self, sock: socket.socket, cfg: Any) -> None:
+        """New settings for a listener on the same address: connections it accepts from now on
+        get them; the socket stays bound."""
+        for i, (lsock, _old) in enumerate(self.listeners):
+            if lsock is sock:
+                self.listeners[i] = (sock, cfg)
+                self.sel.modify(sock, selectors.EVENT_READ, ("listener", cfg))
+                return
+
+    def reconfigure(self, new: RouterConfig, source: str = "api") -> list[str]:
+        """Apply ``new`` in place (addresses, listeners, connectors); returns what changed.
+
+        Refused, with the old configuration kept, when it changes something only a restart
+        can (router id, mode, timers, SASL setup). See router/reconfigure.py."""
+        from router.reconfigure import apply_config
+
+        return apply_config(self, new, source)
 
     def run(self) -> int:
         offered = {m for cfg in self.config.listeners for m in cfg.saslMechanisms}
@@ -164,6 +200,8 @@ class Router:
         log.info("router.started", id=self.id, version=__version__)
         try:
             self.connectors.start()
+            for config_source in self.config_sources:
+                config_source.start(self)
             self.loop(lambda: not self.stopping)
             self.shutdown()
         finally:
@@ -181,6 +219,8 @@ class Router:
 
     def shutdown(self) -> None:
         """Close cleanly: stop accepting, release every unsettled delivery, close connections."""
+        for config_source in self.config_sources:
+            config_source.stop()
         self.connectors.stop()
         for sock, _cfg in self.listeners:
             self.sel.unregister(sock)
@@ -220,12 +260,14 @@ class Router:
             for key, mask in select(timeout):
                 kind = key.data
                 if isinstance(kind, Connection):
+                    if kind.dead:
+                        continue  # torn down earlier in this turn (a connector removed, say)
                     if mask & selectors.EVENT_READ:
                         kind.read(bufs)
                     self.dirty.add(kind)
                 elif kind[0] == "listener":
                     self.accept(key.fileobj, kind[1])
-                elif kind[0] == "connectors":
+                elif kind[0] in ("connectors", "wakeup-handler"):
                     kind[1].on_wakeup()
                 else:
                     with contextlib.suppress(OSError):
@@ -315,6 +357,8 @@ class Router:
         if self.fwd.holding:
             self.fwd.expire_held(now)
         self.connectors.poll(now)
+        for config_source in self.config_sources:
+            config_source.poll(now)
 
     def accept(self, lsock: socket.socket, cfg: Any) -> None:
         while True:
@@ -394,6 +438,23 @@ class Router:
         elif self.edge is not None and conn.role == "edge" and not conn.inbound:
             self.edge.connection_opened(conn)
             self.fwd.touched.add(conn)
+
+    def close_connection(self, conn: Connection) -> None:
+        """Close a connection from this side (its connector was removed by a live change).
+
+        As when the peer closes: stop routing onto it, resolve its links' deliveries, then send
+        our Close. A connection that never opened AMQP has nobody to tell and just goes."""
+        if conn.dead:
+            return
+        if conn.remote_container is None:
+            self.teardown(conn)
+            return
+        self.uplink_closed(conn)
+        for link in list(conn.links):
+            self.detach(link)
+        conn.closing = True
+        lib.pn_connection_close(conn.pn)
+        self.dirty.add(conn)
 
     def uplink_closed(self, conn: Connection) -> None:
         """An inter-router or edge connection is going: stop routing onto it."""
@@ -710,5 +771,9 @@ class Router:
         self.fwd.forget_if_idle(entry)
 
 
-def serve(config: RouterConfig) -> int:
-    return Router(config).run()
+def serve(config: RouterConfig, config_sources: Any = ()) -> int:
+    """Run a router until SIGTERM/SIGINT; ``config_sources`` deliver live changes (see
+    router/reconfigure.py: the config file, the pod's ConfigMap)."""
+    router = Router(config)
+    router.config_sources = list(config_sources)
+    return router.run()

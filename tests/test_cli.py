@@ -62,7 +62,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[RouterConfig]:
     """Stands in for router.engine, recording what serve() was given."""
     calls: list[RouterConfig] = []
 
-    def serve(config: RouterConfig) -> int:
+    def serve(config: RouterConfig, config_sources: object = ()) -> int:
         calls.append(config)
         get_logger("router.engine").info("engine.stub", note="fake engine", ok=True)
         return 7

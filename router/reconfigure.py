@@ -1,0 +1,299 @@
+"""Live configuration changes: a new RouterConfig applied in place, and the file it comes from.
+
+`apply_config` compares a validated new configuration with what runs and changes only the
+difference, without dropping anything that need not go:
+
+- addresses: a new AddressTable for the forwarder; every known address gets its new rule,
+  senders' credit is recomputed, deliveries held under a rule that no longer holds them are
+  routed again (delivered, redirected or released as the new rule says), and an interior
+  router re-announces the distribution of addresses it has consumers for;
+- listeners, by HOST:PORT: new ones bound, removed ones stop accepting (connections they
+  accepted stay), changed settings apply to connections accepted from then on;
+- connectors, by name: new ones start dialling, removed ones stop and close their connection
+  (as when the peer goes: routes through it drop, its deliveries are resolved), changed ones
+  are replaced.
+
+What only a restart can change (anything under ``router``: id, mode, timers, SASL setup) is
+refused as a whole, the old configuration kept running: ``config.restart_required``. So is an
+invalid one: ``config.invalid``, with the one-line reason. A listener that cannot be bound is
+reported (``listener.failed``) and tried again at the next change; the rest applies.
+
+Sources (`config_sources`): the ``--config`` file, polled from housekeeping (`FileSource`), and
+on Kubernetes the pod's ConfigMap, watched through the API (router/configsync.py). Both go
+through the command line's overrides (router/cli.py `effective_config`), so flags keep winning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from router import sasl
+from router.addressing import AddressTable
+from router.config import ConfigError, RouterConfig, parse_config_text
+from router.log import get_logger
+
+if TYPE_CHECKING:
+    from router.engine import Router
+
+log = get_logger("router.config")
+
+# A data dict (parsed, not validated) -> the configuration to run: the CLI's overrides applied.
+Build = Callable[[dict[str, Any]], RouterConfig]
+
+# How often the config file's metadata is looked at (a stat; the content is read only when
+# that changed), and how old its modification must be before it is read: a file being written
+# in place is not read half-way (write a new file and rename it over the old one to be safe).
+FILE_CHECK_SECONDS = 0.5
+FILE_SETTLE_SECONDS = 0.05
+
+
+class RestartRequired(Exception):
+    pass
+
+
+def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
+    """What differs in the ``router`` entity: id, mode, timers and SASL setup are read once."""
+    return [
+        f"router.{name}: {getattr(old.router, name)!r} -> {getattr(new.router, name)!r}"
+        for name in type(old.router).model_fields
+        if getattr(old.router, name) != getattr(new.router, name)
+    ]
+
+
+def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list[str]:
+    """Apply ``new`` to a running router; returns the changes (empty when nothing changed, or
+    when it was refused, which is logged)."""
+    reasons = restart_reasons(router.config, new)
+    if reasons:
+        log.error("config.restart_required", source=source, changes="; ".join(reasons))
+        return []
+    offered = {m for cfg in new.listeners for m in cfg.saslMechanisms}
+    problem = sasl.configure(new.router, offered)
+    if problem is not None:
+        log.error("config.invalid", source=source, error=problem)
+        return []
+    from router.engine import address_rules
+
+    try:
+        table = AddressTable(address_rules(new))
+    except ValueError as e:
+        log.error("config.invalid", source=source, error=f"addresses: {e}")
+        return []
+    changes = _addresses(router, new, table)
+    changes += _listeners(router, new)
+    changes += _connectors(router, new)
+    router.config = new
+    if changes:
+        log.info("config.applied", source=source, changes="; ".join(changes))
+    return changes
+
+
+def _addresses(router: Router, new: RouterConfig, table: AddressTable) -> list[str]:
+    old = {a.key: a for a in router.config.addresses}
+    now = {a.key: a for a in new.addresses}
+    changes = [f"address -{key}" for key in old if key not in now]
+    for key, a in now.items():
+        if key not in old:
+            changes.append(f"address +{key} {a.distribution}")
+        elif a != old[key]:
+            changes.append(f"address ~{key} {a.distribution}")
+    if not changes:
+        return []
+    rules_changed(router, table)
+    return changes
+
+
+def rules_changed(router: Router, table: AddressTable) -> None:
+    """Give every known address its rule from ``table`` and act on what that changes."""
+    from router.forwarder import HINTS
+
+    fwd = router.fwd
+    before = {key: entry.rule for key, entry in fwd.entries.items()}
+    fwd.set_table(table)  # every address's rule; senders' credit recomputed
+    for entry in list(fwd.entries.values()):
+        rule = entry.rule
+        if before.get(entry.key) == rule:
+            continue
+        if entry.consumers and entry.key[0] == "M" and fwd.network is not None:
+            fwd.network.control.add_local(entry.key, HINTS[rule.distribution])
+        if entry.held and rule.undeliverable != "hold":
+            # Held under the old rule: the new one delivers, redirects or releases them.
+            held, entry.held = entry.held, deque()
+            fwd.holding.discard(entry)
+            for q in held:
+                fwd.unblock(q.origin)
+                fwd.route(q.msg, entry, q.fwd, q.origin)
+        elif fwd.reachable(entry):
+            fwd.became_reachable(entry)
+        fwd.forget_if_idle(entry)
+
+
+def _listeners(router: Router, new: RouterConfig) -> list[str]:
+    """Reconciles the open listening sockets (not the old config) with ``new``, so that one
+    that failed to bind is tried again at the next change."""
+    changes: list[str] = []
+    wanted = {cfg.address.lower(): cfg for cfg in new.listeners}
+    open_now = {cfg.address.lower(): (sock, cfg) for sock, cfg in router.listeners}
+    for key, (sock, cfg) in open_now.items():
+        if key not in wanted:
+            router.close_listener(sock)
+            changes.append(f"listener -{cfg.name}")
+        elif wanted[key] != cfg:
+            router.update_listener(sock, wanted[key])
+            changes.append(f"listener ~{wanted[key].name}")
+    for key, cfg in wanted.items():
+        if key in open_now:
+            continue
+        try:
+            router.open_listener(cfg)
+        except OSError as e:
+            log.error("listener.failed", host=cfg.host, port=cfg.port, error=str(e))
+            changes.append(f"listener !{cfg.name} ({e.strerror or e})")
+        else:
+            changes.append(f"listener +{cfg.name}")
+    return changes
+
+
+def _connectors(router: Router, new: RouterConfig) -> list[str]:
+    changes: list[str] = []
+    manager = router.connectors
+    wanted = {cfg.name: cfg for cfg in new.connectors}
+    for connector in list(manager.items):
+        cfg = wanted.get(connector.name)
+        if cfg is None:
+            manager.remove(connector)
+            changes.append(f"connector -{connector.name}")
+        elif cfg != connector.config:
+            manager.remove(connector)
+            changes.append(f"connector ~{connector.name}")
+    running = {c.name for c in manager.items}
+    for index, cfg in enumerate(new.connectors):
+        if cfg.name not in running:
+            manager.add(cfg, index)
+            if f"connector ~{cfg.name}" not in changes:
+                changes.append(f"connector +{cfg.name}")
+    return changes
+
+
+def offer(router: Router, source: str, load: Callable[[], RouterConfig]) -> list[str]:
+    """Validate what ``load`` gives and apply it; an invalid one is logged and ignored."""
+    try:
+        new = load()
+    except ConfigError as e:
+        log.error("config.invalid", source=source, error=str(e))
+        return []
+    open_now = {cfg.address.lower() for _sock, cfg in router.listeners}
+    if new == router.config and open_now == {cfg.address.lower() for cfg in new.listeners}:
+        log.debug("config.unchanged", source=source)
+        return []
+    return apply_config(router, new, source)
+
+
+class FileSource:
+    """The ``--config`` file, looked at from housekeeping at most every FILE_CHECK_SECONDS.
+
+    A look is one stat; the file is read only when its modification time, size or inode
+    changed (a ConfigMap volume swaps a symlink; an editor or `routernet up` renames a new file
+    over the old), and applied only when its content's digest changed."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        build: Build,
+        interval: float = FILE_CHECK_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.build = build
+        self.interval = interval
+        self.clock = clock  # wall clock, to compare with the file's mtime
+        self.router: Router | None = None
+        self.next_check = 0.0
+        self.stat: tuple[int, ...] | None = None
+        # Digest of the content last offered. Unset at start: the first look reads the file
+        # and compares the configuration with the running one, so a change made between the
+        # CLI's read and the loop's start is not missed.
+        self.digest: bytes | None = None
+
+    def start(self, router: Router) -> None:
+        self.router = router
+
+    def stop(self) -> None:
+        self.router = None
+
+    def poll(self, now: float) -> None:
+        if self.router is None or now < self.next_check:
+            return
+        self.next_check = now + self.interval
+        try:
+            st = os.stat(self.path)
+            stat: tuple[int, ...] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+        except OSError as e:
+            stat = (-1, e.errno or 0)
+        if stat == self.stat:
+            return
+        if stat[0] >= 0:
+            age = self.clock() - stat[0] / 1e9
+            if 0 <= age < FILE_SETTLE_SECONDS:
+                self.next_check = now  # being written: look again at the next housekeeping
+                return
+        self.stat = stat
+        self.check()
+
+    def check(self) -> None:
+        """Read the file; offer it if its content changed."""
+        router = self.router
+        assert router is not None
+        try:
+            raw = self.path.read_bytes()
+        except OSError as e:
+            raw = None
+            error = f"cannot read config file {str(self.path)!r}: {e.strerror or e}"
+        digest = hashlib.sha256(raw if raw is not None else error.encode()).digest()
+        if digest == self.digest:
+            return
+        self.digest = digest
+
+        def load() -> RouterConfig:
+            if raw is None:
+                raise ConfigError(error)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"cannot read config file {str(self.path)!r}: {e}") from None
+            if not text.strip():
+                # Most likely caught half-written; never a configuration to switch to.
+                raise ConfigError(f"config file {str(self.path)!r} is empty")
+            return self.build(parse_config_text(text, self.path))
+
+        offer(router, "file", load)
+
+
+def config_sources(
+    config_path: str | None, build: Build, environ: Mapping[str, str] = os.environ
+) -> list[Any]:
+    """The live sources for a router started from the command line: its ``--config`` file if
+    any, and its ConfigMap when ROUTERNET_CONFIGMAP, POD_NAME and POD_NAMESPACE are set."""
+    sources: list[Any] = []
+    if config_path is not None:
+        sources.append(FileSource(config_path, build))
+    name = environ.get("ROUTERNET_CONFIGMAP")
+    pod = environ.get("POD_NAME")
+    namespace = environ.get("POD_NAMESPACE")
+    if name and pod and namespace:
+        from router.configsync import ConfigMapSource
+
+        sources.append(ConfigMapSource(namespace, name, f"{pod}.json", build))
+    elif name:
+        log.warning(
+            "configsync.disabled",
+            configmap=name,
+            error="POD_NAME and POD_NAMESPACE must be set as well",
+        )
+    return sources
