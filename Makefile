@@ -39,8 +39,10 @@ $(HELM): tests/helm/package.json tests/helm/package-lock.json
 	$(HELM_EXTRACT)
 	$@ version --short
 
+# The example network (examples/) on 127.0.0.x with `routernet`, traffic through it, then
+# `routernet down`, which runs however the rest ends (the demo's own try/finally).
 run: $(STAMP)
-	$(BIN)/python -m router.demo
+	$(BIN)/python -m router_operator.demo examples/
 
 test: $(STAMP) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .

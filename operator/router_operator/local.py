@@ -1,0 +1,744 @@
+"""The local backend: the Router, Address and LinkRoute files ``kubectl apply`` takes, run as
+router processes on this machine (``routernet up``, ``status``, ``down``; CLI in local_cli.py).
+
+The same models validate the files (models.py) and the same planner computes the network
+(planner.py) as on Kubernetes; only where the routers run differs:
+
+- Every pod gets a loopback address of its own, 127.0.0.2, .3, ... (the first free one, in the
+  planner's pod order), kept in the state file for as long as the pod exists, so a pod keeps its
+  address across ``up``/``down``. It listens there on the planner's ports (5672 for clients,
+  55672 inter-router, 45672 edge): on distinct addresses they do not clash. An address whose
+  ports something else holds is skipped; a machine-wide lock serialises concurrent ``up``s.
+- The planner's connectors dial stable DNS names; here each name is rewritten to its pod's
+  address, and each listener's 0.0.0.0 to the pod's own address.
+- A pod is ``python -m router --config <state>/config/<pod>.json``, in a session of its own,
+  logging to ``<state>/logs/<pod>.log``, its pid in ``<state>/pids/<pod>.pid``. A pid counts only
+  while /proc shows that process running with that config file, so a reused pid is never
+  signalled.
+- ``up`` on a running network plans again and rewrites the config files that change, which the
+  routers apply in place (router/reconfigure.py: addresses, connectors, listeners); pods that
+  appear are started, pods that disappear stopped, and only a pod whose mode changes (interior
+  <-> edge, which no router applies live) is restarted.
+- Invalid files change nothing: every file is read, validated and planned (local_files.py)
+  before the first config is written; problems come back as one line each, naming the file,
+  the object and the field (`InvalidInput`).
+
+What Kubernetes alone provides is left out: Secrets (a PLAIN listener's users, TLS) are refused
+here, image, resources and podTemplate are ignored, and LinkRoutes are planned and shown but not
+applied (the router has no link routing yet, on Kubernetes neither).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from router.config import RouterConfig
+from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
+from router_operator.planner import PodPlan
+
+DEFAULT_STATE_DIR = ".routernet"
+STATE_VERSION = 1
+LOOPBACK_PREFIX = "127.0.0."
+FIRST_HOST, LAST_HOST = 2, 254
+"""127.0.0.1 is left to everything else on the machine."""
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+MACHINE_LOCK = Path(tempfile.gettempdir()) / "routernet-loopback.lock"
+MANAGEMENT_TIMEOUT = 3.0
+
+
+class LocalError(Exception):
+    """Something went wrong while running the network (a router did not start, say)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pods on loopback addresses.
+
+
+@dataclass(frozen=True)
+class LocalPod:
+    """One router process: its pod's name, loopback address and exact configuration."""
+
+    name: str
+    router: str
+    network: str
+    mode: str
+    host: str
+    config: dict[str, Any]
+
+    @property
+    def listeners(self) -> list[dict[str, Any]]:
+        return list(self.config.get("listeners", []))
+
+    @property
+    def ports(self) -> list[int]:
+        return [lsn["port"] for lsn in self.listeners]
+
+    def endpoints(self, role: str) -> list[str]:
+        return [f"{self.host}:{lsn['port']}" for lsn in self.listeners if lsn["role"] == role]
+
+    def record(self) -> dict[str, Any]:
+        """What the state file keeps about the pod."""
+        return {
+            "router": self.router,
+            "network": self.network,
+            "mode": self.mode,
+            "host": self.host,
+            "ports": self.ports,
+            "clientEndpoints": self.endpoints("normal"),
+            "routeContainerEndpoints": self.endpoints("route-container"),
+            "interRouterEndpoints": self.endpoints("inter-router"),
+            "edgeEndpoints": self.endpoints("edge"),
+        }
+
+
+def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str, Any]:
+    """The pod's config with its listeners on ``host`` and its connectors dialling the peers'
+    loopback addresses (``hosts``: the planner's DNS name -> address), validated as the router
+    will load it. Attributes left at their defaults are left out, for a readable file."""
+    config = _config(pod)
+    listeners = []
+    for lsn in config.listeners:
+        entry = lsn.model_dump(mode="json", exclude_defaults=True)
+        if lsn.name == f"listener/{lsn.address}":
+            entry.pop("name", None)  # named after the address: renamed with it
+        listeners.append({**entry, "host": host, "port": lsn.port, "role": lsn.role})
+    connectors = []
+    for ctr in config.connectors:
+        entry = ctr.model_dump(mode="json", exclude_defaults=True)
+        if ctr.name == f"connector/{ctr.address}":
+            entry.pop("name", None)
+        connectors.append({**entry, "host": hosts[ctr.host], "port": ctr.port, "role": ctr.role})
+    data = {
+        "router": config.router.model_dump(mode="json", exclude_defaults=True),
+        "listeners": listeners,
+        "connectors": connectors,
+        "addresses": [a.model_dump(mode="json", exclude_defaults=True) for a in config.addresses],
+    }
+    RouterConfig.model_validate(data)
+    return data
+
+
+def _bindable(host: str, ports: Sequence[int]) -> bool:
+    """Whether a router could listen on every port at ``host`` now (as it binds: reuse on)."""
+    for port in ports:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def assign_hosts(
+    pods: Sequence[PodPlan],
+    ports: Mapping[str, Sequence[int]],
+    kept: Mapping[str, str],
+    bindable: Any = _bindable,
+) -> dict[str, str]:
+    """A loopback address per pod: ``kept`` ones stay, the others get the lowest free address
+    (in ``pods`` order) where all their ``ports`` can be bound. LocalError when none is left."""
+    hosts = dict(kept)
+    taken = set(kept.values())
+    candidates = (f"{LOOPBACK_PREFIX}{n}" for n in range(FIRST_HOST, LAST_HOST + 1))
+    for pod in pods:
+        if pod.name in hosts:
+            continue
+        for candidate in candidates:
+            if candidate not in taken and bindable(candidate, ports[pod.name]):
+                hosts[pod.name] = candidate
+                taken.add(candidate)
+                break
+        else:
+            raise LocalError(
+                f"no free loopback address for {pod.name}: ports {list(ports[pod.name])} are in"
+                f" use on every one of {LOOPBACK_PREFIX}{FIRST_HOST}..{LAST_HOST} (is a server"
+                " listening on 0.0.0.0 at one of them?)"
+            )
+    return hosts
+
+
+# ---------------------------------------------------------------------------------------------
+# The state directory.
+
+
+@dataclass
+class State:
+    """``<state>/state.json``: what the last ``up`` applied. Pids live in ``pids/``."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    files: list[str] = field(default_factory=list)
+    """The arguments of the last ``up``, absolute: ``up`` without files applies them again."""
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """kind -> name -> {file, created, object}: the objects as applied, for the update rules
+    and conflicts (the older object wins)."""
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """pod name -> LocalPod.record()."""
+    networks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """network -> connections, addresses and link routes as planned (for status)."""
+
+    @classmethod
+    def load(cls, state_dir: Path) -> State | None:
+        path = state_dir / "state.json"
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise LocalError(f"{path}: unreadable state ({err}); remove the directory") from None
+        if data.get("version") != STATE_VERSION:
+            raise LocalError(f"{path}: state version {data.get('version')!r} is not supported")
+        return cls(
+            namespace=data["namespace"],
+            files=data["files"],
+            resources=data["resources"],
+            pods=data["pods"],
+            networks=data["networks"],
+        )
+
+    def save(self, state_dir: Path) -> None:
+        data = {
+            "version": STATE_VERSION,
+            "namespace": self.namespace,
+            "files": self.files,
+            "resources": self.resources,
+            "pods": self.pods,
+            "networks": self.networks,
+        }
+        _write_atomically(state_dir / "state.json", json.dumps(data, indent=2) + "\n")
+
+
+def config_path(state_dir: Path, pod: str) -> Path:
+    return state_dir / "config" / f"{pod}.json"
+
+
+def log_path(state_dir: Path, pod: str) -> Path:
+    return state_dir / "logs" / f"{pod}.log"
+
+
+def pid_path(state_dir: Path, pod: str) -> Path:
+    return state_dir / "pids" / f"{pod}.pid"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A new file renamed over the old: a router polling it never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path`` (read-only is enough, so any user can take it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes.
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")
+
+
+def _is_router(pid: int, config: Path) -> bool:
+    """True while ``pid`` is a router running ``config`` (a zombie has no command line)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it was ours and has exited
+    args = _cmdline(pid)
+    return "--config" in args and str(config) in args
+
+
+def running_pid(state_dir: Path, pod: str) -> int | None:
+    """The pid of the pod's router if it is running."""
+    try:
+        pid = int(pid_path(state_dir, pod).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_router(pid, config_path(state_dir, pod)) else None
+
+
+def _spawn(state_dir: Path, pod: str) -> int:
+    log = log_path(state_dir, pod)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for name in ("ROUTERNET_CONFIGMAP", "POD_NAME", "POD_NAMESPACE"):
+        env.pop(name, None)  # the config file is the only source here
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "router", "--config", str(config_path(state_dir, pod))],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=state_dir,
+            env=env,
+            start_new_session=True,  # Ctrl-C in the terminal that ran `up` does not reach it
+        )
+    _write_atomically(pid_path(state_dir, pod), f"{proc.pid}\n")
+    return proc.pid
+
+
+def _log_tail(state_dir: Path, pod: str, lines: int = 3) -> str:
+    try:
+        text = log_path(state_dir, pod).read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line for line in text.strip().splitlines()[-lines:])
+
+
+def _wait_listening(state_dir: Path, pods: Sequence[LocalPod], timeout: float) -> None:
+    pending = [(pod, port) for pod in pods for port in pod.ports]
+    deadline = time.monotonic() + timeout
+    while pending:
+        pod, port = pending[0]
+        if running_pid(state_dir, pod.name) is None:
+            raise LocalError(
+                f"router {pod.name} exited during start-up; its log"
+                f" ({log_path(state_dir, pod.name)}) ends: {_log_tail(state_dir, pod.name)}"
+            )
+        try:
+            with socket.create_connection((pod.host, port), timeout=0.5):
+                pending.pop(0)
+                continue
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise LocalError(
+                f"router {pod.name} did not listen on {pod.host}:{port} within {timeout:g} s;"
+                f" see {log_path(state_dir, pod.name)}"
+            )
+        time.sleep(0.05)
+
+
+def stop_pods(state_dir: Path, pods: Sequence[str], timeout: float = STOP_TIMEOUT) -> list[str]:
+    """SIGTERM to each pod's router, SIGKILL to those still running after ``timeout``; the pid
+    files go. Returns the pods that had to be killed."""
+    pids = {pod: pid for pod in pods if (pid := running_pid(state_dir, pod)) is not None}
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+    def alive() -> dict[str, int]:
+        return {p: pid for p, pid in pids.items() if _is_router(pid, config_path(state_dir, p))}
+
+    deadline = time.monotonic() + timeout
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killed = alive()
+    for pid in killed.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if left := alive():
+        raise LocalError(f"routers still running after SIGKILL: {left}")
+    for pod in pods:
+        pid_path(state_dir, pod).unlink(missing_ok=True)
+    return sorted(killed)
+
+
+# ---------------------------------------------------------------------------------------------
+# up, down, status.
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What ``up`` did: the pods, what happened to each, and the planner's warnings."""
+
+    namespace: str
+    state_dir: Path
+    pods: tuple[LocalPod, ...]
+    actions: Mapping[str, str]
+    """pod -> started | restarted (...) | updated (...) | unchanged | stopped (removed)"""
+    warnings: tuple[str, ...]
+    addresses: tuple[dict[str, Any], ...]
+
+
+def up(state_dir: Path, args: Sequence[str] = (), *, timeout: float = START_TIMEOUT) -> Applied:
+    """Runs what the files declare: validates and plans them (InvalidInput, nothing changed),
+    then starts, updates (config files, applied live) and stops router processes to match.
+    No ``args``: the files of the last ``up`` in this state directory."""
+    state_dir = state_dir.resolve()
+    if not args and not (state_dir / "state.json").exists():
+        raise InvalidInput([f"no files given, and no earlier `up` in {state_dir} to repeat"])
+    if not state_dir.exists():
+        plan_files(args)  # invalid files leave nothing behind, not even the directory
+        state_dir.mkdir(parents=True)
+    with _locked(state_dir / "lock"):
+        state = State.load(state_dir) or State()
+        if args:
+            files = [str(Path(arg).absolute()) for arg in args]
+        else:
+            files, args = state.files, [shown_path(f) for f in state.files]
+        planned = plan_files(args, state.resources)
+        if sorted(files) != sorted(state.files):
+            _check_not_left_out(state_dir, state, planned)
+        with _locked(MACHINE_LOCK):
+            return _run(state_dir, state, files, planned, timeout)
+
+
+def _check_not_left_out(state_dir: Path, state: State, planned: Planned) -> None:
+    """Files other than last time's that would stop running routers are most likely a mistake
+    (``up address.yaml`` meant to add an Address): refused, nothing changed."""
+    wanted = planned.plan.pods()
+    gone = sorted(
+        {
+            record["router"]
+            for name, record in state.pods.items()
+            if name not in wanted and running_pid(state_dir, name) is not None
+        }
+    )
+    if gone:
+        routers = state.resources.get("Router", {})
+        where = ", ".join(f"{name} ({routers.get(name, {}).get('file', '?')})" for name in gone)
+        before = " ".join(shown_path(f) for f in state.files)
+        raise InvalidInput(
+            [
+                f"these files leave out running Routers {where}: name every file of the network"
+                f" (last time: {before}), or stop it first with `routernet down`"
+            ]
+        )
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the current directory when it is below it, else absolute."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _run(
+    state_dir: Path, state: State, files: list[str], planned: Planned, timeout: float
+) -> Applied:
+    plan = planned.plan
+    wanted = [pod for pod in plan.pods().values() if pod.config is not None]
+    ports = {pod.name: [lsn.port for lsn in _config(pod).listeners] for pod in wanted}
+    running = {name: pid for name in state.pods if (pid := running_pid(state_dir, name))}
+    kept = {}
+    for pod in wanted:
+        record = state.pods.get(pod.name)
+        if record is None:
+            continue
+        # A running router keeps its address; a stopped one too, unless something else took it.
+        if pod.name in running or _bindable(record["host"], ports[pod.name]):
+            kept[pod.name] = record["host"]
+    # Pods going away still hold their addresses until they are stopped, below.
+    in_use = {r["host"] for name, r in state.pods.items() if name in running and name not in kept}
+    hosts = assign_hosts(wanted, ports, kept, lambda h, p: h not in in_use and _bindable(h, p))
+    dns = {pod.host: hosts[pod.name] for pod in wanted}
+    pods = [
+        LocalPod(
+            pod.name,
+            pod.router,
+            plan.router(pod.router).network,
+            pod.role,
+            hosts[pod.name],
+            local_config(pod, hosts[pod.name], dns),
+        )
+        for pod in wanted
+    ]
+
+    actions: dict[str, str] = {}
+    removed = sorted(set(state.pods) - {pod.name for pod in pods})
+    restart: list[str] = []
+    for pod in pods:
+        old = state.pods.get(pod.name)
+        if old is not None and pod.name in running and old["mode"] != pod.mode:
+            restart.append(pod.name)
+            actions[pod.name] = f"restarted (mode {old['mode']} -> {pod.mode})"
+    stop_pods(state_dir, removed + restart)
+    for name in removed:
+        config_path(state_dir, name).unlink(missing_ok=True)
+        actions[name] = "stopped (removed)"
+
+    state.namespace = planned.namespace
+    state.files = files
+    state.resources = {}
+    for item in planned.declared:
+        state.resources.setdefault(item.kind, {})[item.name] = item.stored()
+    state.pods = {pod.name: pod.record() for pod in pods}
+    state.networks = {name: _network_summary(net) for name, net in plan.networks.items()}
+    state.save(state_dir)
+
+    for pod in pods:
+        path = config_path(state_dir, pod.name)
+        old_config = _read_json(path)
+        if old_config != pod.config:
+            _write_atomically(path, json.dumps(pod.config, indent=2) + "\n")
+        if pod.name in running and pod.name not in restart:
+            change = describe_change(old_config or {}, pod.config)
+            actions[pod.name] = f"updated ({change})" if change else "unchanged"
+    for pod in pods:
+        if running_pid(state_dir, pod.name) is None:
+            _spawn(state_dir, pod.name)
+            actions.setdefault(pod.name, "started")
+    _wait_listening(state_dir, pods, timeout)
+    addresses = tuple(a for net in state.networks.values() for a in net["addresses"])
+    return Applied(planned.namespace, state_dir, tuple(pods), actions, planned.warnings, addresses)
+
+
+def _config(pod: PodPlan) -> RouterConfig:
+    assert pod.config is not None
+    return pod.config
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _network_summary(network: Any) -> dict[str, Any]:
+    return {
+        "connections": [
+            {"from": c.dialer, "to": c.listener, "role": c.role, "uplink": c.uplink}
+            for c in network.connections
+        ],
+        "addresses": [
+            {
+                "name": f.name,
+                "network": network.name,
+                "key": f.entry.key,
+                **f.entry.model_dump(mode="json", exclude_defaults=True),
+                "distribution": f.entry.distribution,
+            }
+            for f in network.addresses
+        ],
+        "linkRoutes": [
+            {
+                "name": lr.name,
+                "key": lr.key,
+                "directions": list(lr.directions),
+                "containerId": lr.container_id,
+                "connection": None
+                if lr.connection is None
+                else f"{lr.connection.host}:{lr.connection.port}",
+            }
+            for lr in network.link_routes
+        ],
+    }
+
+
+def describe_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """A config file's change in a few words: addresses by key, connectors by name,
+    listeners by address."""
+    parts: list[str] = []
+    for section, what, key in (
+        ("addresses", "address", _address_key),
+        ("connectors", "connector", lambda c: c.get("name") or f"{c['host']}:{c.get('port')}"),
+        ("listeners", "listener", lambda lsn: f"{lsn['host']}:{lsn['port']}"),
+    ):
+        before = {key(entry): entry for entry in old.get(section) or []}
+        after = {key(entry): entry for entry in new.get(section) or []}
+        parts += [f"{what} +{k}" for k in sorted(after.keys() - before.keys())]
+        parts += [f"{what} -{k}" for k in sorted(before.keys() - after.keys())]
+        changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+        parts += [f"{what} ~{k}" for k in changed]
+    if old.get("router") != new.get("router"):
+        parts.append("router settings")
+    return ", ".join(parts)
+
+
+def _address_key(entry: Mapping[str, Any]) -> str:
+    return f"prefix:{entry['prefix']}" if "prefix" in entry else f"pattern:{entry.get('pattern')}"
+
+
+def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> tuple[list[str], list[str]]:
+    """Stops every router of the state directory: (stopped pods, of which killed)."""
+    state_dir = state_dir.resolve()
+    if not state_dir.is_dir():
+        return [], []
+    with _locked(state_dir / "lock"):
+        state = State.load(state_dir) or State()
+        # Pid files of pods the state no longer lists (an interrupted `up`) are stopped too.
+        pods = set(state.pods)
+        if (state_dir / "pids").is_dir():
+            pods |= {p.stem for p in (state_dir / "pids").glob("*.pid")}
+        stopped = sorted(pod for pod in pods if running_pid(state_dir, pod) is not None)
+        killed = stop_pods(state_dir, sorted(pods), timeout)
+        return stopped, killed
+
+
+CONNECTION_ATTRIBUTES = ["container", "role", "dir", "host"]
+NODE_ATTRIBUTES = ["id", "nextHop", "cost"]
+ADDRESS_ATTRIBUTES = [
+    "key",
+    "distribution",
+    "subscriberCount",
+    "remoteCount",
+    "remoteHostRouters",
+    "deliveriesIngress",
+    "deliveriesEgress",
+]
+
+
+def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, Any] | None:
+    """The network as the routers see it (their ``$management``), or None when this state
+    directory has none. JSON-ready; ``routernet status --json`` prints it as is."""
+    state_dir = state_dir.resolve()
+    state = State.load(state_dir) if state_dir.is_dir() else None
+    if state is None:
+        return None
+    routers = []
+    for name, record in sorted(state.pods.items()):
+        pid = running_pid(state_dir, name)
+        entry: dict[str, Any] = {
+            "id": name,
+            **record,
+            "pid": pid,
+            "running": pid is not None,
+            "log": str(log_path(state_dir, name)),
+            "connections": [],
+            "knownRouters": [],
+            "addresses": [],
+            "error": None,
+        }
+        endpoint = next(iter(record["clientEndpoints"] + record["routeContainerEndpoints"]), None)
+        if pid is None:
+            entry["error"] = "not running"
+        elif endpoint is None:
+            entry["error"] = "no client listener to ask $management"
+        else:
+            try:
+                rows = management_query(
+                    endpoint,
+                    {
+                        "connection": CONNECTION_ATTRIBUTES,
+                        "router.node": NODE_ATTRIBUTES,
+                        "router.address": ADDRESS_ATTRIBUTES,
+                    },
+                    timeout,
+                )
+            except Exception as err:  # any failure is the router's status, not ours
+                entry["error"] = f"$management at {endpoint}: {err or type(err).__name__}"
+            else:
+                entry.update(_management_view(rows))
+        routers.append(entry)
+    uplinks = {edge: r["id"] for r in routers for edge in r.pop("uplinkFor", [])}
+    for r in routers:
+        if r["mode"] == "edge":
+            r["uplink"] = uplinks.get(r["id"])
+    networks = state.networks
+    return {
+        "stateDir": str(state_dir),
+        "namespace": state.namespace,
+        "files": state.files,
+        "routers": routers,
+        "addresses": [a for net in networks.values() for a in net["addresses"]],
+        "linkRoutes": [lr for net in networks.values() for lr in net["linkRoutes"]],
+        "connections": [
+            {**c, "network": name} for name, net in networks.items() for c in net["connections"]
+        ],
+    }
+
+
+def _management_view(rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    connections = [
+        {"peer": r["container"], "role": r["role"], "dir": r["dir"], "host": r["host"]}
+        for r in rows["connection"]
+        if r["role"] in ("inter-router", "edge")
+    ]
+    connections.sort(key=lambda c: (c["role"], c["peer"] or ""))
+    nodes = [
+        {"id": r["id"], "nextHop": r["nextHop"], "cost": r["cost"]}
+        for r in rows["router.node"]
+        if r["cost"] is not None
+    ]
+    addresses = [
+        {
+            "address": r["key"][2:],
+            "key": r["key"],
+            "distribution": r["distribution"],
+            "localConsumers": r["subscriberCount"],
+            "remoteRouters": r["remoteCount"],
+            "remoteHostRouters": r["remoteHostRouters"],
+            "ingress": r["deliveriesIngress"],
+            "egress": r["deliveriesEgress"],
+        }
+        for r in rows["router.address"]
+        # Mobile addresses: the applications' (_edge/<edge> is the network's own).
+        if r["key"].startswith("M0") and not r["key"].startswith("M0_")
+    ]
+    addresses.sort(key=lambda a: a["address"])
+    # An edge's active uplink is the interior where its _edge/<edge> address has a consumer.
+    uplinks = {
+        r["key"][len("M0_edge/") :]
+        for r in rows["router.address"]
+        if r["key"].startswith("M0_edge/") and r["subscriberCount"]
+    }
+    return {
+        "connections": connections,
+        "knownRouters": nodes,
+        "addresses": addresses,
+        "uplinkFor": sorted(uplinks),
+    }
+
+
+def management_query(
+    endpoint: str, entities: Mapping[str, list[str]], timeout: float = MANAGEMENT_TIMEOUT
+) -> dict[str, list[dict[str, Any]]]:
+    """QUERY each entity type (Dispatch's short names, e.g. ``router.address``) of the router
+    at ``endpoint`` (host:port), as qdstat does: entity -> rows as dicts."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(f"amqp://{endpoint}", timeout=timeout)
+    try:
+        replies = conn.create_receiver(None, dynamic=True)
+        reply_to = replies.link.remote_source.address
+        requests = conn.create_sender("$management")
+        result: dict[str, list[dict[str, Any]]] = {}
+        for number, (entity, attributes) in enumerate(entities.items()):
+            requests.send(
+                Message(
+                    reply_to=reply_to,
+                    correlation_id=number,
+                    body={"attributeNames": attributes},
+                    properties={
+                        "operation": "QUERY",
+                        "type": "org.amqp.management",
+                        "name": "self",
+                        "entityType": f"org.apache.qpid.dispatch.{entity}",
+                    },
+                )
+            )
+            response = replies.receive(timeout)  # pre-settled: nothing to accept
+            code = (response.properties or {}).get("statusCode")
+            if code != 200:
+                why = (response.properties or {}).get("statusDescription")
+                raise LocalError(f"QUERY {entity}: {code} {why}")
+            names = response.body["attributeNames"]
+            result[entity] = [
+                dict(zip(names, row, strict=True)) for row in response.body["results"]
+            ]
+        return result
+    finally:
+        conn.close()

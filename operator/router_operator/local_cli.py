@@ -1,0 +1,266 @@
+"""``routernet``: run a router network on this machine from the files ``kubectl apply`` takes.
+
+    routernet up [--watch] FILE|DIR...   start it, or apply the files' changes to it
+    routernet status [--json]            routers, endpoints, connections, addresses
+    routernet down                       stop every router
+
+Exit codes: 0 fine; 1 a router failed to start or stop, or (status) is not running; 2 invalid
+files or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state,
+status) with local_files.py (reading, validating and planning the files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from router_operator import local
+from router_operator.local_files import InvalidInput, file_signature
+
+PROG = "routernet"
+WATCH_INTERVAL = 0.5
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(local.DEFAULT_STATE_DIR),
+        metavar="DIR",
+        help="config files, logs, pids and state of this network (default: %(default)s)",
+    )
+    parser = _Parser(
+        prog=PROG,
+        description=(
+            "Run the router network that Router, Address and LinkRoute files declare as router"
+            " processes on 127.0.0.x: the same files `kubectl apply` takes with the operator."
+        ),
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    up = commands.add_parser(
+        "up",
+        parents=[common],
+        help="start the network, or apply changed files to the running one",
+        description=(
+            "Validate and plan the files, then start, reconfigure (live: routers read their"
+            " config files again) and stop routers to match. Invalid files change nothing."
+        ),
+    )
+    up.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="YAML or JSON files, or directories of them (default: those of the last up)",
+    )
+    up.add_argument(
+        "--watch",
+        action="store_true",
+        help="stay in the foreground and apply the files again whenever they change; Ctrl-C"
+        " stops watching and leaves the routers running",
+    )
+    status = commands.add_parser(
+        "status",
+        parents=[common],
+        help="show routers, client endpoints, connections and addresses",
+    )
+    status.add_argument("--json", action="store_true", help="print it as JSON")
+    down = commands.add_parser("down", parents=[common], help="stop every router")
+    down.add_argument(
+        "--timeout",
+        type=float,
+        default=local.STOP_TIMEOUT,
+        metavar="SECONDS",
+        help="wait this long after SIGTERM before SIGKILL (default: %(default)s)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            return watch(args.state_dir, args.files) if args.watch else up(args)
+        if args.command == "status":
+            return show_status(args.state_dir, args.json)
+        return down(args.state_dir, args.timeout)
+    except InvalidInput as err:
+        for line in err.lines:
+            print(f"{PROG}: {line}", file=sys.stderr)
+        return 2
+    except local.LocalError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; `{PROG} status` shows what runs", file=sys.stderr)
+        return 130
+
+
+def up(args: argparse.Namespace) -> int:
+    print_applied(local.up(args.state_dir, args.files))
+    return 0
+
+
+def print_applied(applied: local.Applied) -> None:
+    for warning in applied.warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    rows = [
+        [
+            pod.name,
+            pod.mode,
+            " ".join(f"amqp://{e}" for e in pod.endpoints("normal")) or "-",
+            applied.actions.get(pod.name, "unchanged"),
+        ]
+        for pod in applied.pods
+    ]
+    current = {pod.name for pod in applied.pods}
+    rows += [[name, "", "", what] for name, what in applied.actions.items() if name not in current]
+    print(_table(["ROUTER", "MODE", "CLIENTS CONNECT TO", ""], rows))
+    if applied.addresses:
+        print("addresses: " + "; ".join(_declared(a) for a in applied.addresses))
+    print(f"state, configs and logs: {_shown(applied.state_dir)}")
+
+
+def watch(state_dir: Path, files: Sequence[str]) -> int:
+    """``up``, then again whenever a file changes, until Ctrl-C (or SIGTERM), which leaves the
+    routers running. Invalid files are reported and leave the network as it was."""
+    if not files:
+        state = local.State.load(state_dir.resolve())
+        files = [local.shown_path(f) for f in state.files] if state else []
+    if not files:
+        raise InvalidInput(["--watch needs files (or an earlier `routernet up` here)"])
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
+    seen = None
+    try:
+        while True:
+            signature = file_signature(files)
+            if signature != seen:
+                seen = signature
+                _apply_once(state_dir, files)
+                print(f"{PROG}: watching {' '.join(files)} (Ctrl-C stops watching)", flush=True)
+            time.sleep(WATCH_INTERVAL)
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: stopped watching; the routers keep running (`{PROG} down` stops them)")
+        return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _apply_once(state_dir: Path, files: Sequence[str]) -> None:
+    print(f"{PROG}: applying {' '.join(files)} at {time.strftime('%H:%M:%S')}", flush=True)
+    try:
+        print_applied(local.up(state_dir, files))
+    except InvalidInput as err:
+        for line in err.lines:
+            print(f"{PROG}: {line}", file=sys.stderr)
+        print(f"{PROG}: not applied; the network is unchanged", file=sys.stderr)
+    except local.LocalError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+    sys.stdout.flush()
+
+
+def show_status(state_dir: Path, as_json: bool) -> int:
+    report = local.status(state_dir)
+    if report is None:
+        print(f"{PROG}: no network in {_shown(state_dir)}; start one with `{PROG} up FILE...`")
+        return 1
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_status(report))
+    return 0 if all(r["running"] for r in report["routers"]) else 1
+
+
+def format_status(report: dict[str, Any]) -> str:
+    """The status as tables: routers with their connections, then addresses per router."""
+    lines = [f"namespace {report['namespace']}, state in {_shown(Path(report['stateDir']))}"]
+    rows = []
+    for r in report["routers"]:
+        inter = [c["peer"] for c in r["connections"] if c["role"] == "inter-router"]
+        edge = [
+            f"{c['peer']}(uplink)" if c["peer"] == r.get("uplink") else c["peer"]
+            for c in r["connections"]
+            if c["role"] == "edge"
+        ]
+        reaches = [f"{n['id']}({n['cost']})" for n in r["knownRouters"] if n["cost"]]
+        rows.append(
+            [
+                r["id"],
+                r["mode"],
+                str(r["pid"] or "-"),
+                " ".join(r["clientEndpoints"]) or "-",
+                r["error"] if r["error"] else " ".join(sorted(inter)) or "-",
+                "" if r["error"] else " ".join(sorted(edge)) or "-",
+                "" if r["error"] else " ".join(reaches) or "-",
+            ]
+        )
+    headers = ["ROUTER", "MODE", "PID", "CLIENT", "INTER-ROUTER", "EDGE", "ROUTES(COST)"]
+    lines.append(_table(headers, rows))
+    if report["addresses"]:
+        lines.append("declared: " + "; ".join(_declared(a) for a in report["addresses"]))
+    for lr in report["linkRoutes"]:
+        lines.append(f"link route {lr['key']} -> {lr['containerId'] or lr['connection']}")
+    rows = [
+        [
+            a["address"],
+            r["id"],
+            a["distribution"],
+            str(a["localConsumers"]),
+            str(a["remoteRouters"]),
+        ]
+        for r in report["routers"]
+        for a in r["addresses"]
+    ]
+    if rows:
+        rows.sort(key=lambda row: (row[0], row[1]))
+        headers = ["ADDRESS", "ROUTER", "DISTRIBUTION", "CONSUMERS", "REMOTE ROUTERS"]
+        lines += ["", _table(headers, rows)]
+    return "\n".join(lines)
+
+
+def _declared(address: dict[str, Any]) -> str:
+    extra = ""
+    if address.get("undeliverable", "drop") != "drop":
+        extra = f", undeliverable {address['undeliverable']}"
+    return f"{address['key']} {address['distribution']}{extra}"
+
+
+def down(state_dir: Path, timeout: float) -> int:
+    stopped, killed = local.down(state_dir, timeout)
+    if not stopped:
+        print(f"{PROG}: no router running in {_shown(state_dir)}")
+        return 0
+    note = f" ({', '.join(killed)} killed after {timeout:g} s)" if killed else ""
+    print(f"{PROG}: stopped {len(stopped)} routers: {' '.join(stopped)}{note}")
+    return 0
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    )
+
+
+def _shown(path: Path) -> str:
+    return local.shown_path(str(path.absolute()))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,559 @@
+"""Reconciling one namespace: every Router, Address and LinkRoute of it at once.
+
+Why per namespace: each router's configuration depends on every Router (its peers), Address and
+LinkRoute of its network, so a change to any of them is a change to the whole network, and the
+planner answers for a whole namespace. Why not per network: a Router moving from one network to
+another changes both, and a namespace holds few enough objects to plan in microseconds.
+
+The work is split in two:
+
+- :func:`reconcile_namespace` and :func:`refresh_router_statuses` are synchronous and take the
+  listed objects (a :class:`Snapshot`) and an :class:`~router_operator.kube.Api`: testable with a
+  fake client, run in a worker thread so that kopf's event loop never waits on the network.
+- :class:`Reconciler` coordinates them for kopf's handlers: one reconcile of a namespace at a time
+  (an older plan must never be applied after a newer one), requests coalesced (a hundred Addresses
+  applied at once make one or two reconciles, not a hundred), failures retried with backoff by the
+  reconciler itself (the handler that asked may be a watch event, which kopf never retries), and a
+  periodic resync that puts back children someone deleted or edited.
+
+Children rendered exactly as this process last applied them are not sent again (:class:`Memory`),
+so an Address change writes one ConfigMap per Router; the resync sends everything.
+
+Nothing here deletes anything: children of a deleted Router go with it by garbage collection
+(owner references), so no finalizer is needed and none can deadlock a deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from router.config import Address as RouterAddress
+from router_operator import adapter
+from router_operator.adapter import Application, Parsed, RouterOutcome
+from router_operator.kube import Api, ApiError
+from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
+from router_operator.planner import (
+    BLOCKING,
+    DEFAULT_CLUSTER_DOMAIN,
+    NamespacePlan,
+    RouterDecl,
+    RouterPlan,
+    plan_namespace,
+)
+from router_operator.render import RenderError, config_map_name, render_router
+
+log = logging.getLogger("router_operator.reconciler")
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """How this operator instance renders routers; from the environment the chart sets."""
+
+    router_image: str = DEFAULT_ROUTER_IMAGE
+    image_pull_policy: str | None = None
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    resync_seconds: float = 300.0
+    """A full reconcile of every namespace at least this often: puts back children that were
+    deleted or edited behind the operator's back (their events are not watched)."""
+    retry_seconds: float = 5.0
+    """The first retry after a failed reconcile; doubles up to ``resync_seconds``."""
+    metrics_port: int | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
+        """ROUTERNET_ROUTER_IMAGE, ROUTERNET_ROUTER_IMAGE_PULL_POLICY, ROUTERNET_CLUSTER_DOMAIN,
+        ROUTERNET_METRICS_PORT; ValueError names the variable at fault."""
+        policy = env.get("ROUTERNET_ROUTER_IMAGE_PULL_POLICY") or None
+        if policy is not None and policy not in PULL_POLICIES:
+            raise ValueError(
+                f"ROUTERNET_ROUTER_IMAGE_PULL_POLICY={policy!r}: expected one of"
+                f" {', '.join(PULL_POLICIES)}"
+            )
+        port_text = env.get("ROUTERNET_METRICS_PORT") or None
+        port = None
+        if port_text is not None:
+            if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+                raise ValueError(f"ROUTERNET_METRICS_PORT={port_text!r}: expected a TCP port")
+            port = int(port_text)
+        image = (env.get("ROUTERNET_ROUTER_IMAGE") or "").strip() or DEFAULT_ROUTER_IMAGE
+        if any(c.isspace() for c in image):
+            raise ValueError(f"ROUTERNET_ROUTER_IMAGE={image!r}: an image has no whitespace")
+        domain = (env.get("ROUTERNET_CLUSTER_DOMAIN") or "").strip() or DEFAULT_CLUSTER_DOMAIN
+        return cls(
+            router_image=image,
+            image_pull_policy=policy,
+            cluster_domain=domain,
+            metrics_port=port,
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The objects of one namespace as the watches last saw them (raw bodies)."""
+
+    namespace: str
+    routers: tuple[Mapping[str, Any], ...] = ()
+    addresses: tuple[Mapping[str, Any], ...] = ()
+    link_routes: tuple[Mapping[str, Any], ...] = ()
+    statefulsets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """StatefulSet status by the uid of the Router owning it."""
+
+
+@dataclass
+class Result:
+    """What one pass did, for logs, metrics and the retry decision."""
+
+    outcomes: dict[str, RouterOutcome] = field(default_factory=dict)
+    """By Router uid."""
+    applied_objects: int = 0
+    unchanged_objects: int = 0
+    """Rendered exactly as last applied by this process: not sent again."""
+    status_writes: int = 0
+    failures: list[str] = field(default_factory=list)
+    transient: bool = False
+    """A failure worth retrying as is (connection, conflict, server error)."""
+
+
+# --- the synchronous core ------------------------------------------------------------------------
+
+
+@dataclass
+class Memory:
+    """What this process last wrote in a namespace. Lost on restart, which costs one full
+    round of writes and nothing else."""
+
+    written: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The status last written, by ``<kind>/<uid>``. The operator is the only writer of these
+    statuses, and its own writes reach the watch (and so the snapshot) a little later: starting
+    from what was written keeps a burst of reconciles from rewriting the same status, and a
+    condition's lastTransitionTime from moving when an older snapshot shows the previous one."""
+    applied: dict[str, str] = field(default_factory=dict)
+    """A digest of each child as last applied, by ``<router uid>/<kind>/<name>``. Unchanged
+    children are not sent again: an Address change then costs one ConfigMap write per Router
+    instead of six writes. Edits made behind the operator's back are put right by the resync,
+    which forgets these digests first, and when a paused Router resumes."""
+
+
+def _parse_all(
+    kind: str, bodies: Iterable[Mapping[str, Any]], memory: Memory | None = None
+) -> list[Parsed]:
+    parsed = [p for p in (adapter.parse(kind, body) for body in bodies) if not p.deleting]
+    if memory is None:
+        return parsed
+    result = []
+    for p in parsed:
+        status = memory.written.get(f"{kind}/{p.uid}")
+        if status is not None:
+            body = {**p.body, "status": status}
+            parsed_status = adapter.STATUS_CLASSES[kind].model_validate(status)
+            p = dataclasses.replace(p, body=body, status=parsed_status)
+        result.append(p)
+    return result
+
+
+def reconcile_namespace(
+    snapshot: Snapshot, api: Api, config: OperatorConfig, memory: Memory | None = None
+) -> Result:
+    """Plans the namespace, applies the children of every Router that may be applied, and
+    writes every object's status. Raises ApiError only when the plan itself cannot be made
+    (the applied state of a paused Address cannot be read); a failure to apply one Router is
+    that Router's status, and the others are still applied."""
+    ns = snapshot.namespace
+    routers = _parse_all("Router", snapshot.routers, memory)
+    addresses = _parse_all("Address", snapshot.addresses, memory)
+    link_routes = _parse_all("LinkRoute", snapshot.link_routes, memory)
+    if memory is not None:  # forget objects that are gone
+        live = {f"{p.kind}/{p.uid}" for p in (*routers, *addresses, *link_routes)}
+        for key in set(memory.written) - live:
+            del memory.written[key]
+
+    router_decls = [
+        adapter.router_decl(r, config.router_image) if r.model else adapter.topology_decl(r)
+        for r in routers
+    ]
+    address_decls = []
+    paused = [a for a in addresses if a.model is not None and a.paused]
+    entries = _applied_address_entries(api, ns, router_decls, {_network(a) for a in paused})
+    for a in addresses:
+        if a.model is None:
+            continue
+        if a.paused:
+            entry = entries.get((_network(a), adapter.address_key(a)))
+            if entry is not None:
+                address_decls.append(adapter.frozen_address_decl(a, entry))
+            continue
+        address_decls.append(adapter.address_decl(a))
+    link_route_decls = [adapter.link_route_decl(lr) for lr in link_routes if lr.model]
+    plan = plan_namespace(
+        ns, router_decls, address_decls, link_route_decls, cluster_domain=config.cluster_domain
+    )
+
+    result = Result()
+    statefulsets = dict(snapshot.statefulsets)
+    for router in routers:
+        router_plan = plan.router(router.name)
+        outcome, observed = _reconcile_router(router, router_plan, api, config, result, memory)
+        result.outcomes[router.uid] = outcome
+        if observed is not None:
+            statefulsets[router.uid] = observed
+        if outcome.state == "failed":
+            result.failures.append(f"Router {ns}/{router.name}: {outcome.message}")
+            result.transient |= outcome.transient
+
+    for router in routers:
+        status = adapter.router_status(
+            router, result.outcomes[router.uid], statefulsets.get(router.uid)
+        )
+        _write_status(api, router, status, result, memory)
+    by_name = {r.name: result.outcomes[r.uid] for r in routers}
+    for a in addresses:
+        status = adapter.address_status(
+            a, plan.problems_of("Address", a.name), _application(a, plan, by_name)
+        )
+        _write_status(api, a, status, result, memory)
+    for lr in link_routes:
+        status = adapter.link_route_status(lr, plan.problems_of("LinkRoute", lr.name))
+        _write_status(api, lr, status, result, memory)
+    return result
+
+
+def refresh_router_statuses(
+    snapshot: Snapshot,
+    api: Api,
+    outcomes: Mapping[str, RouterOutcome],
+    memory: Memory | None = None,
+) -> Result:
+    """Only the Routers' statuses, from the last reconcile's outcomes and the StatefulSets'
+    current status: what a StatefulSet's event needs, without applying anything (re-applying
+    on every pod readiness change would be wasteful, and against an API that reports every
+    write as a change, endless)."""
+    result = Result(outcomes=dict(outcomes))
+    for router in _parse_all("Router", snapshot.routers, memory):
+        outcome = outcomes.get(router.uid)
+        if outcome is None:
+            continue
+        status = adapter.router_status(router, outcome, snapshot.statefulsets.get(router.uid))
+        _write_status(api, router, status, result, memory)
+    return result
+
+
+def _network(parsed: Parsed) -> str:
+    model = parsed.model
+    spec = getattr(model, "spec", None)
+    network = getattr(spec, "network", None)
+    return network if isinstance(network, str) else str(parsed.spec.get("network", "default"))
+
+
+def _applied_address_entries(
+    api: Api, namespace: str, routers: Iterable[RouterDecl], networks: set[str]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(network, key) → the address entry the routers of that network run now, read back from
+    their ConfigMaps; only for the networks of paused Addresses (usually none: no requests)."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    if not networks:
+        return found
+    for decl in sorted(routers, key=lambda d: d.name):
+        if decl.network not in networks:
+            continue
+        config_map = api.get("v1", "ConfigMap", namespace, config_map_name(decl.name)) or {}
+        data = config_map.get("data") or {}
+        for key in sorted(k for k in data if k.endswith(".json")):
+            try:
+                entries = json.loads(data[key]).get("addresses") or []
+            except (ValueError, AttributeError):
+                continue
+            for entry in entries:
+                try:
+                    address_key = RouterAddress.model_validate(entry).key
+                except ValueError:
+                    continue
+                found.setdefault((decl.network, address_key), entry)
+            break  # every pod of a network has the same addresses
+    return found
+
+
+def _reconcile_router(
+    router: Parsed,
+    plan: RouterPlan,
+    api: Api,
+    config: OperatorConfig,
+    result: Result,
+    memory: Memory | None,
+) -> tuple[RouterOutcome, Mapping[str, Any] | None]:
+    """Applies one Router's children in order; returns the outcome and the StatefulSet's status
+    as the apply answered it (fresher than the watch)."""
+    desired, endpoints, gen = len(plan.pods), plan.endpoints, router.generation
+    applied = memory.applied if memory is not None else {}
+    prefix = f"{router.uid}/"
+    outcome = adapter.router_outcome_for_problems(router, plan.problems, desired, endpoints)
+    if outcome is None:
+        try:
+            children = render_router(plan)
+        except RenderError as err:
+            outcome = RouterOutcome("blocked", "RenderFailed", str(err), gen, desired, endpoints)
+    if outcome is not None:
+        # Not applied now (paused, say, while someone edits the StatefulSet by hand): the next
+        # pass that may apply sends every child again.
+        for key in [k for k in applied if k.startswith(prefix)]:
+            del applied[key]
+        return outcome, None
+    children = adapter.with_pull_policy(children, config.image_pull_policy, plan.decl)
+    observed = None
+    for child in children:
+        key = f"{prefix}{child['kind']}/{child['metadata']['name']}"
+        digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
+        if applied.get(key) == digest:
+            result.unchanged_objects += 1
+            continue
+        applied.pop(key, None)
+        try:
+            stored = api.apply(child)
+        except ApiError as err:
+            what = f"{child['kind']} {child['metadata']['name']}"
+            log.warning("namespace %s: applying %s failed: %s", router.namespace, what, err)
+            message = f"applying {what} failed: {err}"
+            failed = RouterOutcome(
+                "failed", "ApplyFailed", message, gen, desired, endpoints, transient=err.transient
+            )
+            return failed, None
+        result.applied_objects += 1
+        applied[key] = digest
+        if child["kind"] == "StatefulSet" and isinstance(stored.get("status"), Mapping):
+            observed = stored["status"]
+    warnings = tuple(p for p in plan.problems if p.reason not in BLOCKING)
+    message = f"children applied for generation {gen}: {desired} router pods configured"
+    outcome = RouterOutcome("applied", "Applied", message, gen, desired, endpoints, warnings)
+    return outcome, observed
+
+
+def _application(
+    address: Parsed, plan: NamespacePlan, outcomes: Mapping[str, RouterOutcome]
+) -> Application:
+    network = _network(address)
+    net_plan = plan.networks.get(network)
+    names = [r.name for r in net_plan.routers] if net_plan else []
+    applied = tuple(n for n in names if outcomes[n].applied)
+    missing = {n: outcomes[n].why_not_applied() for n in names if not outcomes[n].applied}
+    return Application(network, applied, missing)
+
+
+def _write_status(
+    api: Api,
+    parsed: Parsed,
+    status: adapter.AnyStatus,
+    result: Result,
+    memory: Memory | None,
+) -> None:
+    patch = adapter.status_patch(parsed.body.get("status"), status)
+    if patch is None:
+        return
+    try:
+        api.patch_status(API_VERSION, parsed.kind, parsed.namespace, parsed.name, patch)
+    except ApiError as err:
+        if err.not_found:  # deleted since it was listed: nothing to report on
+            return
+        result.failures.append(f"status of {parsed.kind} {parsed.namespace}/{parsed.name}: {err}")
+        result.transient |= err.transient
+        log.warning(
+            "writing the status of %s %s/%s failed: %s",
+            parsed.kind,
+            parsed.namespace,
+            parsed.name,
+            err,
+        )
+        return
+    result.status_writes += 1
+    if memory is not None:
+        key = f"{parsed.kind}/{parsed.uid}"
+        memory.written[key] = status.model_dump(mode="json", exclude_none=True)
+
+
+# --- coordination for kopf ----------------------------------------------------------------------
+
+
+@dataclass
+class Metrics:
+    """Counters for the metrics endpoint (Prometheus text format, see handlers)."""
+
+    reconciles: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0})
+    reconcile_seconds_sum: float = 0.0
+    reconcile_seconds_count: int = 0
+    applied_objects: int = 0
+    status_writes: int = 0
+
+    def render(self) -> str:
+        lines = [
+            "# HELP routernet_operator_reconciles_total Namespace reconciles, by result.",
+            "# TYPE routernet_operator_reconciles_total counter",
+            *(
+                f'routernet_operator_reconciles_total{{result="{k}"}} {v}'
+                for k, v in sorted(self.reconciles.items())
+            ),
+            "# HELP routernet_operator_reconcile_seconds Time spent reconciling a namespace.",
+            "# TYPE routernet_operator_reconcile_seconds summary",
+            f"routernet_operator_reconcile_seconds_sum {self.reconcile_seconds_sum:.6f}",
+            f"routernet_operator_reconcile_seconds_count {self.reconcile_seconds_count}",
+            "# HELP routernet_operator_applied_objects_total Child objects applied.",
+            "# TYPE routernet_operator_applied_objects_total counter",
+            f"routernet_operator_applied_objects_total {self.applied_objects}",
+            "# HELP routernet_operator_status_writes_total Status subresource patches.",
+            "# TYPE routernet_operator_status_writes_total counter",
+            f"routernet_operator_status_writes_total {self.status_writes}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _NamespaceState:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    requested: int = 0
+    started: int = 0
+    outcomes: dict[str, RouterOutcome] = field(default_factory=dict)
+    memory: Memory = field(default_factory=Memory)
+    reapply: bool = False
+    """The next pass sends every child, changed or not (resync)."""
+    last_full: float = float("-inf")
+    failures: int = 0
+    retry: asyncio.Task[None] | None = None
+
+
+class Reconciler:
+    """One reconcile per namespace at a time, requests coalesced, failures retried.
+
+    ``source`` gives the current snapshot of a namespace (kopf's indexes: in memory, updated
+    before any handler sees the event that changed them), ``namespaces`` those that have any
+    Routernet object (for the resync).
+    """
+
+    def __init__(
+        self,
+        api: Api,
+        config: OperatorConfig,
+        source: Callable[[str], Snapshot],
+        namespaces: Callable[[], Iterable[str]],
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.metrics = Metrics()
+        self._source = source
+        self._namespaces = namespaces
+        self._states: dict[str, _NamespaceState] = {}
+
+    def _state(self, namespace: str) -> _NamespaceState:
+        return self._states.setdefault(namespace, _NamespaceState())
+
+    async def reconcile(
+        self, namespace: str, cause: str, *, reapply: bool = False
+    ) -> Result | None:
+        """Reconciles the namespace unless a reconcile that began after this call did (or is
+        about to); None then. ``reapply``: send every child even if unchanged since this
+        process last applied it (puts back what others edited or deleted)."""
+        state = self._state(namespace)
+        state.reapply |= reapply
+        state.requested += 1
+        ticket = state.requested
+        async with state.lock:
+            if state.started >= ticket:
+                return None  # a later pass saw this request's state
+            state.started = state.requested
+            if state.reapply:
+                state.memory.applied.clear()
+                state.reapply = False
+            snapshot = self._source(namespace)
+            started = time.monotonic()
+            try:
+                result = await asyncio.to_thread(
+                    reconcile_namespace, snapshot, self.api, self.config, state.memory
+                )
+            except ApiError as err:
+                log.warning("namespace %s (%s): cannot plan: %s", namespace, cause, err)
+                result = Result(failures=[str(err)], transient=True)
+            except Exception:
+                log.exception("namespace %s (%s): reconcile failed", namespace, cause)
+                result = Result(failures=["unexpected error"], transient=True)
+            else:
+                state.outcomes = result.outcomes
+                state.last_full = time.monotonic()
+            self._account(result, time.monotonic() - started)
+            log.log(
+                logging.WARNING if result.failures else logging.INFO,
+                "namespace %s reconciled (%s): %d routers, %d objects applied (%d unchanged),"
+                " %d statuses written%s",
+                namespace,
+                cause,
+                len(result.outcomes),
+                result.applied_objects,
+                result.unchanged_objects,
+                result.status_writes,
+                f"; failures: {'; '.join(result.failures)}" if result.failures else "",
+            )
+            self._schedule_retry(namespace, state, result)
+            return result
+
+    async def refresh(self, namespace: str) -> None:
+        """Router statuses only (a StatefulSet changed); a full reconcile when some Router has
+        not been reconciled by this process yet."""
+        state = self._state(namespace)
+        async with state.lock:
+            snapshot = self._source(namespace)
+            live = [adapter.parse("Router", b) for b in snapshot.routers]
+            if all(r.uid in state.outcomes for r in live if not r.deleting):
+                result = await asyncio.to_thread(
+                    refresh_router_statuses, snapshot, self.api, state.outcomes, state.memory
+                )
+                self.metrics.status_writes += result.status_writes
+                if result.transient:
+                    self._schedule_retry(namespace, state, result)
+                return
+        await self.reconcile(namespace, "statefulset")
+
+    async def resync_forever(self) -> None:
+        """Reconciles every namespace that was not reconciled for ``resync_seconds``."""
+        period = self.config.resync_seconds
+        while True:
+            await asyncio.sleep(min(period, 60.0))
+            for namespace in sorted(set(self._namespaces())):
+                if time.monotonic() - self._state(namespace).last_full >= period:
+                    await self.reconcile(namespace, "resync", reapply=True)
+
+    def _account(self, result: Result, seconds: float) -> None:
+        self.metrics.reconciles["failed" if result.failures else "ok"] += 1
+        self.metrics.reconcile_seconds_sum += seconds
+        self.metrics.reconcile_seconds_count += 1
+        self.metrics.applied_objects += result.applied_objects
+        self.metrics.status_writes += result.status_writes
+
+    def _schedule_retry(self, namespace: str, state: _NamespaceState, result: Result) -> None:
+        """Transient failures are retried here, with backoff, whoever asked for the pass;
+        permanent ones (an invalid object the API refuses) wait for a change or the resync."""
+        if not result.transient:
+            state.failures = 0
+            return
+        state.failures += 1
+        if state.retry is not None and not state.retry.done():
+            return
+        delay = min(
+            self.config.retry_seconds * 2 ** (state.failures - 1), self.config.resync_seconds
+        )
+        log.info("namespace %s: retrying in %.0f s", namespace, delay)
+        state.retry = asyncio.create_task(self._retry(namespace, delay))
+
+    async def _retry(self, namespace: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._state(namespace).retry = None  # this pass may schedule the next one
+        await self.reconcile(namespace, "retry")
+
+    def close(self) -> None:
+        for state in self._states.values():
+            if state.retry is not None:
+                state.retry.cancel()
