@@ -18,6 +18,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from router_operator.planner import RouterDecl, plan_namespace
+from router_operator.render import render_router
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "routernet"
@@ -259,6 +261,26 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
         assert granted["apiextensions.k8s.io/customresourcedefinitions"] == {"list", "watch"}
     else:
         assert not any(key.startswith("apiextensions.k8s.io/") for key in granted)
+
+
+@pytest.mark.parametrize("scenario", ["cluster", "namespace"])
+def test_rbac_lets_the_operator_grant_the_routers_config_reader_role(scenario: str) -> None:
+    """Each Router gets a Role (get/list/watch on its ConfigMap) and a RoleBinding to its
+    ServiceAccount. The API server's escalation check lets the operator create that Role and bind
+    it only if the operator holds every permission in it itself (it has no escalate or bind)."""
+    docs = render(scenario)
+    granted = rules_by_resource(one(docs, "ClusterRole" if scenario == "cluster" else "Role"))
+    for kind in ("roles", "rolebindings"):
+        # Server-side apply (patch), create when absent, get: as for every other child.
+        assert granted[f"rbac.authorization.k8s.io/{kind}"] == MANAGE, kind
+    assert not {"escalate", "bind"} & set().union(*granted.values())
+    p = plan_namespace(NAMESPACE, [RouterDecl("core", uid="uid-core")])
+    role = next(o for o in render_router(p.router("core")) if o["kind"] == "Role")
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                key = f"{group}/{resource}" if group else resource
+                assert set(rule["verbs"]) <= granted[key], (key, rule["verbs"])
 
 
 def test_rbac_binding_namespaces() -> None:

@@ -55,6 +55,8 @@ LINKROUTES = f"{GROUP}/v1alpha1/linkroutes"
 CHILDREN = {
     "v1/serviceaccounts": "{name}",
     "v1/configmaps": "{name}-config",
+    "rbac.authorization.k8s.io/v1/roles": "{name}-config-reader",
+    "rbac.authorization.k8s.io/v1/rolebindings": "{name}-config-reader",
     "v1/services": "{name}-peers",
     "policy/v1/poddisruptionbudgets": "{name}",
     "apps/v1/statefulsets": "{name}",
@@ -288,6 +290,13 @@ async def test_create_router_renders_children_and_status(cluster: Cluster) -> No
             "containers"
         ]
         assert container["image"] == IMAGE and container["imagePullPolicy"] == "Always"
+        # Config-sync: the pods watch their ConfigMap with the Router's ServiceAccount.
+        env = {e["name"]: e for e in container["env"]}
+        assert env["ROUTERNET_CONFIGMAP"]["value"] == "hub-config"
+        role = get(cluster, "rbac.authorization.k8s.io/v1/roles", "hub-config-reader")
+        assert role["rules"][0]["resourceNames"] == ["hub-config"]
+        binding = get(cluster, "rbac.authorization.k8s.io/v1/rolebindings", "hub-config-reader")
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": NS}]
 
         status = router["status"]
         assert status["selector"] == selector("hub")
@@ -614,6 +623,21 @@ def test_a_failed_apply_is_that_routers_status_only(code: int, transient: bool) 
     assert set(again.statuses) == set(), again.statuses
 
 
+def test_children_are_applied_in_order_rbac_before_the_statefulset() -> None:
+    api = FakeApi()
+    reconcile_namespace(Snapshot(NS, routers=(body("Router", "hub", {}),)), api, OperatorConfig())
+    assert api.applied == [
+        "ServiceAccount/hub",
+        "ConfigMap/hub-config",
+        "Role/hub-config-reader",
+        "RoleBinding/hub-config-reader",
+        "Service/hub-peers",
+        "Service/hub",
+        "PodDisruptionBudget/hub",
+        "StatefulSet/hub",
+    ]
+
+
 def test_status_patch_writes_differences_and_removes_what_is_gone() -> None:
     status = RouterStatus(replicas=1, selector="a=b")
     stored = {"replicas": 1, "selector": "a=b", "endpoints": [], "conditions": []}
@@ -769,8 +793,10 @@ async def test_reconciles_are_coalesced_and_failures_retried() -> None:
         # Unchanged children are not sent again, except by the resync.
         count = len(api.applied)
         result = await reconciler.reconcile(NS, "again")
-        assert result is not None and result.unchanged_objects == 6 and len(api.applied) == count
+        children = 8  # ServiceAccount, ConfigMap, Role, RoleBinding, 2 Services, PDB, StatefulSet
+        assert result is not None and result.unchanged_objects == children
+        assert len(api.applied) == count
         result = await reconciler.reconcile(NS, "resync", reapply=True)
-        assert result is not None and result.applied_objects == 6
+        assert result is not None and result.applied_objects == children
     finally:
         reconciler.close()

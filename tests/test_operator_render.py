@@ -26,6 +26,7 @@ from router_operator.render import (
 )
 
 from router.config import RouterConfig, validate_config
+from router.configsync import api_functions
 
 NS = "msg"
 VERSIONS = ["1.30", kubernetes_validate.latest_version()]
@@ -73,6 +74,8 @@ def test_children_in_apply_order_with_deterministic_names() -> None:
     assert kinds == [
         "ServiceAccount/core",
         "ConfigMap/core-config",
+        "Role/core-config-reader",
+        "RoleBinding/core-config-reader",
         "Service/core-peers",
         "Service/core",
         "PodDisruptionBudget/core",
@@ -155,6 +158,75 @@ def test_statefulset_shape() -> None:
         "app.kubernetes.io/component=router,app.kubernetes.io/instance=core,"
         "app.kubernetes.io/name=routernet"
     )
+
+
+@pytest.mark.parametrize("name", ["core", "leaf"])
+def test_pods_follow_their_config_map_through_the_api(name: str) -> None:
+    """Config-sync (router/configsync.py): the file starts the router, the ConfigMap watch keeps
+    it current; it needs the ConfigMap's name, the pod's name and namespace, and a token."""
+    pod = statefulset(plan(), name)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    (container,) = pod["containers"]
+    assert container["command"][1:] == ["--config", "/etc/routernet/$(POD_NAME).json"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["ROUTERNET_CONFIGMAP"] == {"name": "ROUTERNET_CONFIGMAP", "value": f"{name}-config"}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+@pytest.mark.parametrize("name", ["core", "leaf"])
+def test_config_reader_role_grants_reading_that_one_config_map(name: str) -> None:
+    objs = objects(plan(), name)
+    role = objs[f"Role/{name}-config-reader"]
+    assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [f"{name}-config"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert f"ConfigMap/{role['rules'][0]['resourceNames'][0]}" in objs
+    binding = objs[f"RoleBinding/{name}-config-reader"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    # The ServiceAccount the pods run as.
+    account = objs[f"ServiceAccount/{name}"]["metadata"]["name"]
+    assert objs[f"StatefulSet/{name}"]["spec"]["template"]["spec"]["serviceAccountName"] == account
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NS}]
+    # Neither the ServiceAccount nor the pod turns the token off.
+    assert objs[f"ServiceAccount/{name}"].get("automountServiceAccountToken", True) is True
+
+
+def test_configsync_lists_and_watches_by_name_as_resource_names_require() -> None:
+    """With ``resourceNames`` in the Role, list and watch are authorized only when they select
+    the ConfigMap with a ``metadata.name`` field selector: check configsync sends one."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    class Response:
+        data = b'{"metadata": {"resourceVersion": "1"}, "items": []}'
+
+    class CoreV1:
+        def list_namespaced_config_map(self, namespace: str, **kwargs: Any) -> Response:
+            calls.append(("list", kwargs))
+            return Response()
+
+    class Watch:
+        def stream(self, fn: Any, namespace: str, **kwargs: Any) -> Any:
+            calls.append(("watch", kwargs))
+            return iter(())
+
+    list_fn, watch_fn = api_functions(CoreV1(), NS, "core-config", Watch)
+    list_fn()
+    list(watch_fn("1"))
+    assert [(what, kw["field_selector"]) for what, kw in calls] == [
+        ("list", "metadata.name=core-config"),
+        ("watch", "metadata.name=core-config"),
+    ]
 
 
 def test_edge_statefulset_exposes_client_ports_only() -> None:
@@ -298,7 +370,12 @@ def test_pod_template_overrides_merge_but_never_take_the_selector() -> None:
     assert spec["priorityClassName"] == "high"
     router, sidecar = spec["containers"]
     assert router["command"][0] == "routernet-router"
-    assert [e["name"] for e in router["env"]] == ["POD_NAME", "POD_NAMESPACE", "EXTRA"]
+    assert [e["name"] for e in router["env"]] == [
+        "POD_NAME",
+        "POD_NAMESPACE",
+        "ROUTERNET_CONFIGMAP",
+        "EXTRA",
+    ]
     assert sidecar == {"name": "sidecar", "image": "busybox"}
     # The override is not mutated.
     assert override["spec"]["containers"][0] == {  # type: ignore[index]

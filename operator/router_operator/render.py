@@ -17,6 +17,12 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
 - Scale-down and upgrades drain: preStop waits ``DRAIN_SECONDS`` so the endpoints controller
   takes the pod out of the client Service before SIGTERM, on which the router stops its listeners
   and releases every unsettled delivery to its sender (to be resent elsewhere).
+- Config-sync: the router reads its file at start (the volume), then follows the ConfigMap through
+  the API (``ROUTERNET_CONFIGMAP``, router/configsync.py), so a change is live in about a second
+  rather than at the kubelet's next volume refresh (a minute or more). The Router's ServiceAccount
+  gets a Role ``<name>-config-reader``: get/list/watch on that one ConfigMap (resourceNames;
+  configsync's list and watch carry the ``metadata.name`` field selector that authorizes them),
+  bound before the StatefulSet so the first pods may already watch. The pod mounts its token.
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -65,6 +71,12 @@ MAX_CONFIG_MAP_BYTES = 1024 * 1024
 """Kubernetes refuses ConfigMaps whose data exceed 1 MiB."""
 SASL_CONF_KEY = "sasl.conf"
 """The ConfigMap key of the Cyrus SASL config (never a pod's: those end in .json)."""
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+CONFIG_MAP_ENV = "ROUTERNET_CONFIGMAP"
+"""The router's config-sync watches the ConfigMap this names (router/reconfigure.py)."""
+CONFIG_READER_VERBS = ("get", "list", "watch")
+"""What config-sync does to the ConfigMap, and all the router's Role grants. The operator's own
+RBAC (helm/routernet/templates/rbac.yaml) must hold these on configmaps to grant them."""
 
 
 class RenderError(ValueError):
@@ -118,6 +130,11 @@ def config_map_name(name: str) -> str:
     return f"{name}-config"
 
 
+def config_reader_name(name: str) -> str:
+    """The Role, and its RoleBinding, that let a Router's pods read their ConfigMap."""
+    return f"{name}-config-reader"
+
+
 def config_digest(mode: str) -> str:
     """Changes exactly when a pod must restart: when the router mode changes."""
     return hashlib.sha256(json.dumps({"mode": mode}).encode()).hexdigest()[:16]
@@ -149,13 +166,16 @@ def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
 
 
 def render_router(plan: RouterPlan) -> list[dict[str, Any]]:
-    """Every child of one Router, in apply order (the ConfigMap before the StatefulSet)."""
+    """Every child of one Router, in apply order (the ConfigMap, and the Role that lets the pods
+    read it, before the StatefulSet)."""
     if not plan.ok:
         reasons = "; ".join(p.message for p in plan.problems) or "a pod has no config"
         raise RenderError(f"Router {plan.name!r} cannot be rendered: {reasons}")
     return [
         render_service_account(plan),
         render_config_map(plan),
+        render_config_reader_role(plan),
+        render_config_reader_binding(plan),
         render_peers_service(plan),
         render_client_service(plan),
         render_pod_disruption_budget(plan),
@@ -209,6 +229,39 @@ def render_service_account(plan: RouterPlan) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": _metadata(plan, plan.name),
+    }
+
+
+def render_config_reader_role(plan: RouterPlan) -> dict[str, Any]:
+    """Read access to this Router's ConfigMap only: ``resourceNames`` also restricts list and
+    watch, which then need the ``metadata.name`` field selector configsync sends."""
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": "Role",
+        "metadata": _metadata(plan, config_reader_name(plan.name)),
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [config_map_name(plan.name)],
+                "verbs": list(CONFIG_READER_VERBS),
+            }
+        ],
+    }
+
+
+def render_config_reader_binding(plan: RouterPlan) -> dict[str, Any]:
+    """The Role to the Router's ServiceAccount (named as the Router, see the StatefulSet)."""
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": "RoleBinding",
+        "metadata": _metadata(plan, config_reader_name(plan.name)),
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": config_reader_name(plan.name),
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": plan.name, "namespace": plan.namespace}],
     }
 
 
@@ -271,6 +324,7 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
         "name": CONTAINER,
         "image": decl.image or DEFAULT_IMAGE,
         "imagePullPolicy": "IfNotPresent",
+        # The file is the start-up config; the ConfigMap watch (the env below) keeps it current.
         "command": ["routernet-router", "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -278,6 +332,7 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                 "name": "POD_NAMESPACE",
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
             },
+            {"name": CONFIG_MAP_ENV, "value": config_map_name(plan.name)},
         ],
         "ports": [
             {"name": name, "containerPort": port, "protocol": "TCP"}
@@ -310,6 +365,8 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
         },
         "spec": {
             "serviceAccountName": plan.name,
+            # Config-sync talks to the API with the ServiceAccount's token.
+            "automountServiceAccountToken": True,
             "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
             "enableServiceLinks": False,
             "securityContext": {
