@@ -61,6 +61,7 @@ class Network:
         self.neighbors: dict[Connection, Neighbor] = {}
         self.routes = Routes.empty()
         self.ids: dict[Connection, str] = {}
+        self.silent: list[Connection] = []
         self.control = ControlPlane(router.id, instance, self, timers, now)
 
     # ----- engine hooks --------------------------------------------------------------------
@@ -172,6 +173,11 @@ class Network:
 
     def tick(self, now: float) -> None:
         self.control.tick(now)
+        silent, self.silent = self.silent, []
+        for conn in silent:
+            if conn in self.neighbors and not conn.dead:
+                log.warning("network.neighbor_silent", conn=conn.conn_id, peer=conn.host)
+                self.router.close_connection(conn)
 
     # ----- control messages in -------------------------------------------------------------
 
@@ -223,8 +229,14 @@ class Network:
             self.forward(msg, target)
 
     def topology_changed(self, routes: Routes) -> None:
+        previous = self.ids
         self.routes = routes
         self.ids = {conn: rid for rid, conn in routes.neighbors.items()}
+        # A neighbor that stopped answering HELLOs while its connection stays up (frozen, or a
+        # network partition without a reset) would keep what is queued for it stuck: close the
+        # connection, so that is routed again and the in-doubt deliveries are answered. Done
+        # from tick(): the control plane must not be re-entered from its own callback.
+        self.silent += [c for c in previous if c not in self.ids and c in self.neighbors]
         self.router.fwd.routes_changed()
         log.info("network.topology", routers=sorted(routes.cost), radius=routes.radius)
 
