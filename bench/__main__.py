@@ -1,6 +1,8 @@
-"""`python -m bench`: runs the one-router benchmark, writes its JSON, prints its Markdown table.
+"""`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Exits 1 if any scenario failed, after still writing what the others measured.
+Two suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer) and
+`network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
+router). Exits 1 if any scenario failed, after still writing what the others measured.
 """
 
 from __future__ import annotations
@@ -9,18 +11,26 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from bench import network, one_router
 from bench.clients import BUILD_DIR, BenchError, build
-from bench.one_router import RESULTS_DIR, markdown, run, scenarios
+from bench.one_router import RESULTS_DIR
 
 DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
+SUITES = ("one-router", "network")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument(
+        "--suite",
+        choices=(*SUITES, "all"),
+        help="which benchmark to run (default: all; one-router with --via broker)",
+    )
     p.add_argument("--count", type=int, help=f"messages per throughput run ({DEFAULT_COUNT:,})")
     p.add_argument(
         "--quick",
@@ -36,58 +46,110 @@ def _parser() -> argparse.ArgumentParser:
         "--via",
         choices=("router", "broker"),
         default="router",
-        help="intermediary: the router, or Proton's C broker example as a stand-in to check "
-        "the harness (its results go to bench/build/, never to be reported as the router's)",
+        help="one-router suite's intermediary: the router, or Proton's C broker example as a "
+        "stand-in to check the harness (its results go to bench/build/, never to be reported "
+        "as the router's)",
     )
     p.add_argument(
         "--scenarios",
-        help="comma-separated subset, e.g. p2p-unsettled,router-unsettled (default: all four)",
+        help="comma-separated scenarios of the chosen suites, e.g. "
+        "p2p-unsettled,chain3-unsettled (default: all but reroute-silent); a suite none of "
+        "whose scenarios is named does not run",
     )
-    p.add_argument("--output", type=Path, help="results JSON (bench/results/one-router.json)")
+    p.add_argument(
+        "--output",
+        type=Path,
+        help="results JSON, when only one suite runs (bench/results/one-router.json, "
+        "bench/results/network.json)",
+    )
     p.add_argument(
         "--markdown",
         action="store_true",
-        help="only print the table from an existing results JSON, running nothing",
+        help="only print the tables from existing results JSON (--output's, else the chosen "
+        "suites'), running nothing",
     )
     return p
 
 
+def _default_output(suite: str, via: str) -> Path:
+    if suite == "network":
+        return RESULTS_DIR / "network.json"
+    return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
+
+
+def _markdown(results: dict[str, Any]) -> str:
+    module = network if results.get("benchmark") == "network" else one_router
+    return module.markdown(results)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    default_output = (
-        RESULTS_DIR / "one-router.json" if args.via == "router" else BUILD_DIR / "one-broker.json"
-    )
-    output: Path = args.output or default_output
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.markdown and args.output:
+        # The file says which benchmark it holds.
+        sys.stdout.write(_markdown(json.loads(args.output.read_text())))
+        return 0
+    suite = args.suite or ("one-router" if args.via == "broker" else "all")
+    if args.via == "broker" and suite != "one-router":
+        parser.error("--via broker applies to the one-router suite only")
+    available = {
+        "one-router": [s.name for s in one_router.scenarios(args.via)],
+        "network": [*network.SCENARIOS, *network.EXTRA_SCENARIOS],
+    }
+    by_default = {"one-router": available["one-router"], "network": list(network.SCENARIOS)}
+    suites = list(SUITES) if suite == "all" else [suite]
+    names = args.scenarios.split(",") if args.scenarios else None
+    if names is not None:
+        known = [n for s in suites for n in available[s]]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            parser.error(f"unknown scenarios {unknown}; choose from {known}")
+        suites = [s for s in suites if any(n in available[s] for n in names)]
+    if args.output and len(suites) != 1:
+        parser.error("--output needs exactly one suite: add --suite or --scenarios")
+    outputs = {s: args.output or _default_output(s, args.via) for s in suites}
     if args.markdown:
-        sys.stdout.write(markdown(json.loads(output.read_text())))
+        sys.stdout.write("\n".join(_markdown(json.loads(outputs[s].read_text())) for s in suites))
         return 0
     count = args.count or (QUICK_COUNT if args.quick else DEFAULT_COUNT)
     latency_seconds = args.latency_seconds or (
         QUICK_LATENCY_SECONDS if args.quick else DEFAULT_LATENCY_SECONDS
     )
-    available = {s.name: s for s in scenarios(args.via)}
-    names = args.scenarios.split(",") if args.scenarios else list(available)
-    unknown = [n for n in names if n not in available]
-    if unknown:
-        _parser().error(f"unknown scenarios {unknown}; choose from {list(available)}")
     try:
         clients = build(broker=args.via == "broker")
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
-    output.parent.mkdir(parents=True, exist_ok=True)
-    results = run(
-        clients,
-        [available[n] for n in names],
-        via=args.via,
-        count=count,
-        latency_seconds=latency_seconds,
-        log_dir=output.parent,
-    )
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"bench: wrote {output}", file=sys.stderr)
-    sys.stdout.write(markdown(results))
-    return 1 if any("error" in s for s in results["scenarios"].values()) else 0
+    failed = False
+    rendered = []
+    for s in suites:
+        chosen = by_default[s] if names is None else [n for n in available[s] if n in names]
+        output = outputs[s]
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if s == "one-router":
+            by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}
+            results = one_router.run(
+                clients,
+                [by_name[n] for n in chosen],
+                via=args.via,
+                count=count,
+                latency_seconds=latency_seconds,
+                log_dir=output.parent,
+            )
+        else:
+            results = network.run(
+                clients,
+                chosen,
+                count=count,
+                latency_seconds=latency_seconds,
+                log_dir=output.parent,
+            )
+        output.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"bench: wrote {output}", file=sys.stderr)
+        rendered.append(_markdown(results))
+        failed |= any("error" in sc for sc in results["scenarios"].values())
+    sys.stdout.write("\n".join(rendered))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 import os
 import selectors
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -149,7 +150,38 @@ def _read_line(stream: IO[str], timeout: float, what: str) -> str:
     return stream.readline()
 
 
-def _finish(proc: subprocess.Popen[str], timeout: float, what: str) -> dict[str, Any]:
+PIPES: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+
+
+def receiver_args(
+    clients: Clients, port: int | None, count: int, trace: Path | None = None
+) -> list[str | Path]:
+    """The receiver's command line: attached to `port`'s router, or listening if None.
+
+    With `trace`, it also writes every message's sequence number, send and arrival times there.
+    """
+    mode = ["listen", HOST, "0"] if port is None else ["connect", HOST, str(port)]
+    return [clients.receiver, *mode, ADDRESS, str(count), *([trace] if trace else [])]
+
+
+def sender_args(
+    clients: Clients, port: int, count: int, rate: float, presettled: bool
+) -> list[str | Path]:
+    settle = "presettled" if presettled else "unsettled"
+    return [clients.sender, HOST, str(port), ADDRESS, str(count), f"{rate:.1f}", settle]
+
+
+def wait_ready(receiver: subprocess.Popen[str], timeout: float = 30) -> str:
+    """Waits for the receiver's "ready" line; returns what follows it (its port, or "-")."""
+    assert receiver.stdout is not None and receiver.stderr is not None
+    ready = _read_line(receiver.stdout, timeout, "receiver").split()
+    if ready[:1] != ["ready"]:
+        raise BenchError(f"receiver did not get ready: {receiver.stderr.read().strip()}")
+    return ready[1]
+
+
+def report(proc: subprocess.Popen[str], timeout: float, what: str) -> dict[str, Any]:
+    """Waits for a client to exit and returns its JSON report."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -176,30 +208,44 @@ def transfer(
     count: int,
     rate: float,
     presettled: bool,
+    receive_port: int | None = None,
 ) -> Transfer:
     """Sends `count` messages from a fresh sender to a fresh receiver and waits for both.
 
     `port` is the intermediary's; None makes the receiver listen and the sender connect to it
-    directly, the peer-to-peer baseline. `rate` is messages/s, 0 for as fast as possible.
+    directly, the peer-to-peer baseline. `receive_port`, if given, is where the receiver
+    attaches instead (another router of a network). `rate` is messages/s, 0 for as fast as
+    possible.
     """
     timeout = 30 + 2 * count / (rate or SLOWEST_MSGS_PER_S)
-    mode = ["listen", HOST, "0"] if port is None else ["connect", HOST, str(port)]
-    pipes: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    with running([clients.receiver, *mode, ADDRESS, str(count)], **pipes) as receiver:
-        ready = _read_line(receiver.stdout, 30, "receiver").split()
-        if ready[:1] != ["ready"]:
-            raise BenchError(f"receiver did not get ready: {receiver.stderr.read().strip()}")
-        target = int(ready[1]) if port is None else port
-        settle = "presettled" if presettled else "unsettled"
-        args = [HOST, str(target), ADDRESS, str(count), f"{rate:.1f}", settle]
-        with running([clients.sender, *args], **pipes) as sender:
-            # The receiver stops by itself, with every message or after a quiet spell; by then
-            # the sender has nothing left but the last settlements to take in.
-            received = _finish(receiver, timeout, "receiver")
-            # Pre-settled messages may be dropped by design, so a shortfall is recorded, not
-            # fatal; an unsettled one lost means the path is broken and its numbers mean nothing.
-            got = received["received"]
-            if got < 2 or (got < count and not presettled):
-                raise BenchError(f"receiver got {got} of {count} messages")
-            sent = _finish(sender, SENDER_GRACE_S, "sender")
+    attach = port if receive_port is None else receive_port
+    with running(receiver_args(clients, attach, count), **PIPES) as receiver:
+        ready = wait_ready(receiver)
+        target = int(ready) if port is None else port
+        with running(sender_args(clients, target, count, rate, presettled), **PIPES) as sender:
+            if presettled:
+                # The receiver stops by itself, with every message or after a quiet spell (a
+                # pre-settled message may be dropped); the sender is done by then.
+                received = report(receiver, timeout, "receiver")
+                sent = report(sender, SENDER_GRACE_S, "sender")
+            else:
+                # The sender is done once every message has its outcome: whatever was accepted
+                # has reached the receiver by then, and what was released never will.
+                sent = report(sender, timeout, "sender")
+                if sent["accepted"] < count:
+                    receiver.send_signal(signal.SIGTERM)
+                received = report(receiver, SENDER_GRACE_S, "receiver")
+    # Pre-settled messages may be dropped and unsettled ones released (a router network sheds
+    # load that way), so a shortfall the sender was told of is recorded, not fatal; a message
+    # accepted but not received, or never settled, means the path is broken.
+    got = received["received"]
+    if got < 2:
+        raise BenchError(f"receiver got {got} of {count} messages")
+    if not presettled and (
+        got != sent["accepted"] or sent["accepted"] + sent["not_accepted"] != count
+    ):
+        raise BenchError(
+            f"receiver got {got} of {count} messages; the sender saw {sent['accepted']} "
+            f"accepted and {sent['not_accepted']} not"
+        )
     return Transfer(receiver=received, sender=sent)

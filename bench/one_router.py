@@ -62,14 +62,14 @@ def scenarios(via: str) -> list[Scenario]:
     return [Scenario(path, presettled) for path in (None, via) for presettled in (False, True)]
 
 
-def _proc_cpu_seconds(pid: int) -> float:
+def proc_cpu_seconds(pid: int) -> float:
     # utime and stime, fields 14 and 15 of /proc/<pid>/stat, cover all of the process's
     # threads; the command name (field 2) may hold spaces, so count from after it.
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _proc_status_mib(pid: int, key: str) -> float:
+def proc_status_mib(pid: int, key: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
         if name == key:
@@ -105,17 +105,33 @@ def _transfer(
     return transfer(clients, port=port, count=count, rate=rate, presettled=scenario.presettled)
 
 
-def _latency_plan(full: Transfer, count: int, latency_seconds: float) -> tuple[float, int]:
+def latency_plan(full: Transfer, count: int, latency_seconds: float) -> tuple[float, int]:
     """The offered load for the latency run and its message count: `latency_seconds` of
     traffic, or `count` messages if fewer, so slow paths do not stretch the run."""
     load = LATENCY_LOAD * full.receiver["msgs_per_s"]
     return load, max(2, min(count, int(load * latency_seconds)))
 
 
-def _summary(t: Transfer) -> dict[str, Any]:
+def shortfall_note(name: str, run_name: str, settlement: str, run: dict[str, Any]) -> str | None:
+    """A note for messages that did not arrive: pre-settled ones dropped, unsettled ones
+    released (or otherwise not accepted) back to the sender, which does not resend them."""
+    missing = run["messages"] - run["received"]
+    if missing <= 0:
+        return None
+    what = (
+        "pre-settled messages dropped"
+        if settlement == "presettled"
+        else "unsettled messages not accepted (released; the bench does not resend them)"
+    )
+    return f"{name}: {missing:,} of {run['messages']:,} {what} in the {run_name} run."
+
+
+def summary(t: Transfer) -> dict[str, Any]:
     return {
         "messages": t.sender["sent"],
         "received": t.receiver["received"],
+        # unsettled only: outcomes other than accepted (a router network releases under load)
+        "not_accepted": t.sender["not_accepted"],
         "elapsed_s": t.receiver["elapsed_s"],
         "msgs_per_s": round(t.receiver["msgs_per_s"]),
         "sender_cpu_s": t.sender["cpu_s"],
@@ -133,9 +149,9 @@ def _identity(scenario: Scenario) -> dict[str, str]:
 def _result(scenario: Scenario, full: Transfer, paced: Transfer, load: float) -> dict[str, Any]:
     return {
         **_identity(scenario),
-        "throughput": _summary(full),
+        "throughput": summary(full),
         "latency": {
-            **_summary(paced),
+            **summary(paced),
             "offered_msgs_per_s": round(load),
             "p50_us": paced.receiver["latency_p50_us"],
             "p99_us": paced.receiver["latency_p99_us"],
@@ -152,23 +168,23 @@ def run_scenario(
     its peak RSS over the whole scenario."""
     if scenario.via is None:
         full = _transfer(scenario, clients, None, count, 0)
-        load, latency_count = _latency_plan(full, count, latency_seconds)
+        load, latency_count = latency_plan(full, count, latency_seconds)
         return _result(
             scenario, full, _transfer(scenario, clients, None, latency_count, load), load
         )
     with _intermediary(scenario.via, clients, log_dir / f"{scenario.name}.log") as (proc, port):
         time.sleep(IDLE_SETTLE_S)
-        idle_rss = _proc_status_mib(proc.pid, "VmRSS")
-        cpu_start, started = _proc_cpu_seconds(proc.pid), time.monotonic()
+        idle_rss = proc_status_mib(proc.pid, "VmRSS")
+        cpu_start, started = proc_cpu_seconds(proc.pid), time.monotonic()
         full = _transfer(scenario, clients, port, count, 0)
-        cpu, wall = _proc_cpu_seconds(proc.pid) - cpu_start, time.monotonic() - started
-        load, latency_count = _latency_plan(full, count, latency_seconds)
+        cpu, wall = proc_cpu_seconds(proc.pid) - cpu_start, time.monotonic() - started
+        load, latency_count = latency_plan(full, count, latency_seconds)
         result = _result(
             scenario, full, _transfer(scenario, clients, port, latency_count, load), load
         )
         if proc.poll() is not None:
             raise BenchError(f"{scenario.via} exited with code {proc.returncode}")
-        peak_rss = _proc_status_mib(proc.pid, "VmHWM")
+        peak_rss = proc_status_mib(proc.pid, "VmHWM")
     result["intermediary"] = {
         "cpu_s": round(cpu, 2),
         "cpu_us_per_msg": round(cpu / full.receiver["received"] * 1e6, 2),
@@ -186,6 +202,20 @@ def _git_commit() -> str | None:
     return head.stdout.strip() if head.returncode == 0 else None
 
 
+def _uncommitted_router_changes() -> list[str] | None:
+    """Files of the router itself that differ from the commit: the numbers measured them.
+    Read-only: no optional locks, so it never refreshes the index under a concurrent git."""
+    status = subprocess.run(
+        ["git", "--no-optional-locks", "status", "--porcelain", "--", "router"],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+    )
+    if status.returncode != 0:
+        return None
+    return [line[3:] for line in status.stdout.splitlines()]
+
+
 def machine_info(clients: Clients) -> dict[str, Any]:
     """What the numbers depend on besides the code, so results from two runs can be compared."""
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
@@ -198,6 +228,7 @@ def machine_info(clients: Clients) -> dict[str, Any]:
         "python_qpid_proton": importlib.metadata.version("python-qpid-proton"),
         "proton_c": clients.proton_c_version,
         "git_commit": _git_commit(),
+        "uncommitted_router_changes": _uncommitted_router_changes(),
         # Anything else running on two cores moves the numbers; this says whether it did.
         "load_average_1m": round(os.getloadavg()[0], 2),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -271,11 +302,18 @@ def run(
     return results
 
 
-def _cell(value: float | None, digits: int = 0) -> str:
+def commit_label(m: dict[str, Any]) -> str:
+    label = f"commit {m['git_commit'] or 'unknown'}"
+    if m.get("uncommitted_router_changes"):
+        label += " plus uncommitted router changes"
+    return label
+
+
+def cell(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _verdict(met: bool | None) -> str:
+def verdict(met: bool | None) -> str:
     return "not measured" if met is None else "met" if met else "not met"
 
 
@@ -289,7 +327,7 @@ def markdown(results: dict[str, Any]) -> str:
         "throughput, one-way.",
         f"{m['cpu_model']}, {m['nproc']} CPUs, Linux {m['kernel']}, Python {m['python']}, "
         f"Proton C {m['proton_c']}, python-qpid-proton {m['python_qpid_proton']}, "
-        f"commit {m['git_commit'] or 'uncommitted'}, {m['date'][:10]}, "
+        f"{commit_label(m)}, {m['date'][:10]}, "
         f"load average {m['load_average_1m']:.2f} at start.",
         "",
         f"| scenario | msgs/s | latency load msgs/s | p50 µs | p99 µs | {via} CPU µs/msg "
@@ -304,25 +342,23 @@ def markdown(results: dict[str, Any]) -> str:
             continue
         t, lat, i = s["throughput"], s["latency"], s["intermediary"] or {}
         lines.append(
-            f"| {name} | {_cell(t['msgs_per_s'])} | {_cell(lat['offered_msgs_per_s'])} "
-            f"| {_cell(lat['p50_us'])} | {_cell(lat['p99_us'])} "
-            f"| {_cell(i.get('cpu_us_per_msg'), 1)} | {_cell(i.get('cpu_percent'))} "
-            f"| {_cell(i.get('idle_rss_mib'), 1)} | {_cell(i.get('peak_rss_mib'), 1)} |"
+            f"| {name} | {cell(t['msgs_per_s'])} | {cell(lat['offered_msgs_per_s'])} "
+            f"| {cell(lat['p50_us'])} | {cell(lat['p99_us'])} "
+            f"| {cell(i.get('cpu_us_per_msg'), 1)} | {cell(i.get('cpu_percent'))} "
+            f"| {cell(i.get('idle_rss_mib'), 1)} | {cell(i.get('peak_rss_mib'), 1)} |"
         )
         for run_name, r in (("throughput", t), ("latency", lat)):
-            if r["received"] < r["messages"]:
-                notes.append(
-                    f"{name}: {r['messages'] - r['received']:,} of {r['messages']:,} "
-                    f"pre-settled messages dropped in the {run_name} run."
-                )
+            note = shortfall_note(name, run_name, s["settlement"], r)
+            if note:
+                notes.append(note)
     targets = results["targets"]
     rate, idle = targets["router_unsettled_msgs_per_s"], targets["router_idle_rss_mib"]
     if rate["measured"] is not None or idle["measured"] is not None:
         notes.append(
             f"Targets: router-unsettled ≥ {rate['target']:,} msgs/s: "
-            f"{_cell(rate['measured'])} ({_verdict(rate['met'])}); "
-            f"idle RSS ≤ {idle['target']} MiB: {_cell(idle['measured'], 1)} "
-            f"({_verdict(idle['met'])})."
+            f"{cell(rate['measured'])} ({verdict(rate['met'])}); "
+            f"idle RSS ≤ {idle['target']} MiB: {cell(idle['measured'], 1)} "
+            f"({verdict(idle['met'])})."
         )
     if notes:
         lines += ["", *notes]

@@ -1,6 +1,7 @@
 """Proves the benchmark harness works end to end without waiting for a real benchmark run:
 the C clients compile, a peer-to-peer transfer of a few thousand messages completes in both
-settlement modes, and the results render as the README's table."""
+settlement modes, so does one through a chain of three routers, and the results render as the
+README's tables."""
 
 from __future__ import annotations
 
@@ -48,3 +49,27 @@ def test_p2p_runs_and_renders(tmp_path: Path) -> None:
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout == ran.stdout
     assert "| p2p-unsettled |" in rendered.stdout
+
+
+@pytest.mark.network
+@pytest.mark.timeout(30)
+def test_chain_of_three_runs_and_renders(tmp_path: Path) -> None:
+    output = tmp_path / "network.json"
+    common = ["--count", str(COUNT), "--latency-seconds", "1", "--scenarios", "chain3-unsettled"]
+    ran = _bench(*common, "--output", str(output))
+    assert ran.returncode == 0, ran.stderr
+
+    results = json.loads(output.read_text())
+    scenario = results["scenarios"]["chain3-unsettled"]
+    throughput = scenario["throughput"]
+    # A router network may release unsettled messages under load; none may go missing.
+    assert throughput["received"] + throughput["not_accepted"] == COUNT
+    assert throughput["msgs_per_s"] > 0
+    assert scenario["latency"]["received"] >= 2
+    assert set(scenario["routers"]) == {"A", "B", "C"}
+    assert all(r["cpu_us_per_msg"] > 0 for r in scenario["routers"].values())
+
+    rendered = _bench("--markdown", "--output", str(output))
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == ran.stdout
+    assert "| chain3-unsettled |" in rendered.stdout

@@ -1,0 +1,701 @@
+"""The network benchmark: interior routers in a line of three, and how fast a network reacts.
+
+* `chain3-unsettled`, `chain3-presettled`: sender on router A, receiver on C, routers in a line
+  A-B-C; throughput, then latency at half that throughput, as in the one-router benchmark, plus
+  each router's CPU per message and peak RSS.
+* `reroute`: a square A-B-C-D-A whose costs make A→B→C strictly cheaper than A→D→C; a paced
+  sender on A, a receiver on C; B is killed with SIGKILL, and the time is taken from the kill to
+  the first message received at C that was sent after the kill (so it cannot have gone through
+  B: it took the new path). Fresh routers for each run.
+* `new-consumer`: a line A-B-C and a sender on A paced for ever to an address nobody consumes;
+  a receiver attaches on C, and the time is taken from its attach to its first message. Between
+  runs the receiver leaves and the bench waits until A has withdrawn the address.
+* `reroute-silent` (only when named): as `reroute`, but B is stopped with SIGSTOP, so its
+  connections stay open and only timers can tell its neighbours it is gone.
+
+A targeted sender only gets credit from its router while the address has a consumer somewhere,
+so in `new-consumer` the sender is blocked (or its leftover credit is spent on messages A
+releases at once) until A learns of the consumer on C: the first message C receives is the first
+one A routed there, and nothing sent earlier can be waiting on the way.
+
+Every time is read on CLOCK_MONOTONIC, by the C clients and by the bench alike (Python's
+`time.monotonic_ns` is that clock on Linux), so kill, send and arrival times compare directly.
+Routers run with their default timers (helloInterval 1 s, helloMaxAge 3 s, mobile-address batches
+every 0.25 s).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.clients import (
+    ADDRESS,
+    HOST,
+    PIPES,
+    BenchError,
+    Clients,
+    Transfer,
+    free_port,
+    receiver_args,
+    report,
+    running,
+    sender_args,
+    transfer,
+    wait_for_port,
+    wait_ready,
+)
+from bench.one_router import (
+    BODY_BYTES,
+    IDLE_SETTLE_S,
+    LATENCY_LOAD,
+    REPO_DIR,
+    START_TIMEOUT_S,
+    cell,
+    commit_label,
+    latency_plan,
+    machine_info,
+    proc_cpu_seconds,
+    proc_status_mib,
+    shortfall_note,
+    summary,
+    verdict,
+)
+
+SCENARIOS = ("chain3-unsettled", "chain3-presettled", "reroute", "new-consumer")
+# Run only when named with --scenarios.
+EXTRA_SCENARIOS = ("reroute-silent",)
+CONVERGE_TIMEOUT_S = 15.0
+POLL_S = 0.05
+MGMT_TIMEOUT_S = 5.0
+# reroute: 2,000 msgs/s for 1 s before the kill and 2 s after it, 3 runs.
+REROUTE_RATE = 2_000
+REROUTE_BEFORE_S = 1.0
+REROUTE_AFTER_S = 2.0
+REROUTE_RUNS = 3
+# reroute-silent (not run by default: about 35 s a run): B stopped, not killed.
+REROUTE_SILENT_AFTER_S = 30.0
+REROUTE_SILENT_RUNS = 3
+# new-consumer: a sender paced at 1,000 msgs/s (when it has credit), 5 consumers in turn.
+NEW_CONSUMER_RATE = 1_000
+NEW_CONSUMER_RUNS = 5
+NEW_CONSUMER_TIMEOUT_S = 10.0
+# Once A has withdrawn the address, the next consumer comes this long after (uniformly at
+# random): longer than a mobile-address batch interval, so each one appears in a network at
+# rest, and random, so runs sample every phase of the routers' 0.25 s timer.
+NEW_CONSUMER_SPACING_S = (1.0, 1.5)
+FOREVER = 1_000_000_000  # messages: more than any run sends
+TARGET_NEW_CONSUMER_S = 1.0
+# qdrouterd (one worker thread each) as quoted in the issue, measured on this 2-core machine by
+# the issue's author; it cannot be measured here (not in Debian bookworm, not on PyPI).
+QDROUTERD = {
+    "source": "quoted from the issue (qdrouterd, one worker thread per router, same 2-core "
+    "machine); qdrouterd is not installable here (not in Debian bookworm, not on PyPI), so it "
+    "was not measured in this run",
+    "chain3_unsettled_msgs_per_s": 50_000,
+    "reroute_s": 0.75,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A router of a topology and the routers it dials, with each connection's cost."""
+
+    id: str
+    connect: tuple[tuple[str, int], ...] = ()
+
+
+# A-B-C in a line; C dials B, B dials A.
+LINE = (Spec("A"), Spec("B", (("A", 1),)), Spec("C", (("B", 1),)))
+# A-B-C-D-A: A→C costs 2 through B and 4 through D, so B is strictly preferred.
+SQUARE = (
+    Spec("A"),
+    Spec("B", (("A", 1),)),
+    Spec("C", (("B", 1),)),
+    Spec("D", (("C", 2), ("A", 2))),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Router:
+    """A running router: its client port, inter-router port and process."""
+
+    id: str
+    port: int
+    inter_router_port: int
+    proc: subprocess.Popen[bytes]
+
+
+class Management:
+    """QUERY requests to one router's `$management`, as qdstat sends them."""
+
+    def __init__(self, port: int) -> None:
+        from proton.utils import BlockingConnection
+
+        try:
+            self.conn = BlockingConnection(f"amqp://{HOST}:{port}", timeout=MGMT_TIMEOUT_S)
+            self.replies = self.conn.create_receiver(None, dynamic=True)
+            self.requests = self.conn.create_sender("$management")
+        except Exception as e:
+            raise BenchError(f"management on port {port}: {e}") from e
+
+    def query(self, entity_type: str, names: list[str]) -> list[dict[str, Any]]:
+        from proton import Message
+
+        request = Message(
+            reply_to=self.replies.remote_source.address,
+            correlation_id=1,
+            properties={
+                "operation": "QUERY",
+                "type": "org.amqp.management",
+                "entityType": entity_type,
+                "name": "self",
+            },
+            body={"attributeNames": names},
+        )
+        try:
+            self.requests.send(request)
+            reply = self.replies.receive(timeout=MGMT_TIMEOUT_S)
+        except Exception as e:
+            raise BenchError(f"management QUERY {entity_type}: {e}") from e
+        if reply.properties.get("statusCode") != 200:
+            raise BenchError(f"management QUERY {entity_type}: {reply.properties}")
+        body = reply.body
+        return [dict(zip(body["attributeNames"], row, strict=True)) for row in body["results"]]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def management(port: int) -> Iterator[Management]:
+    m = Management(port)
+    try:
+        yield m
+    finally:
+        m.close()
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Polls `check` until it returns something true; returns that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise BenchError(f"{what} not within {timeout:.0f} s")
+        time.sleep(POLL_S)
+
+
+def _converged(mgmts: dict[str, Management]) -> dict[str, dict[str, Any]] | None:
+    """Each router's view of the others (`router.node` rows by id) once every router reaches
+    every other one; None before."""
+    views = {}
+    for rid, m in mgmts.items():
+        rows = m.query("router.node", ["id", "nextHop", "routerLink", "cost"])
+        reachable = {
+            r["id"]: r
+            for r in rows
+            if r["id"] != rid and (r["nextHop"] is not None or r["routerLink"] is not None)
+        }
+        if set(reachable) != set(mgmts) - {rid}:
+            return None
+        views[rid] = reachable
+    return views
+
+
+@contextmanager
+def network(
+    specs: tuple[Spec, ...],
+    log_dir: Path,
+    scenario: str,
+    *,
+    append: bool = False,
+) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
+    """Starts one fresh interior router per spec and waits until every router reaches every
+    other; yields the routers and each one's `router.node` view. Stops them all on the way
+    out, whatever happens. Router logs (JSON lines) go to `<log_dir>/<scenario>-<id>.log`,
+    appended to if `append`."""
+    ports = {s.id: (free_port(), free_port()) for s in specs}
+    routers: dict[str, Router] = {}
+    with ExitStack() as stack:
+        for spec in specs:
+            port, ir_port = ports[spec.id]
+            command = [
+                sys.executable,
+                "-m",
+                "router",
+                "--id",
+                spec.id,
+                "--mode",
+                "interior",
+                "--listen",
+                f"{HOST}:{port}",
+                "--inter-router-listen",
+                f"{HOST}:{ir_port}",
+                "--log-format",
+                "json",
+            ]
+            for peer, cost in spec.connect:
+                command += ["--connect", f"{HOST}:{ports[peer][1]},cost={cost}"]
+            log = stack.enter_context(
+                (log_dir / f"{scenario}-{spec.id}.log").open("ab" if append else "wb")
+            )
+            proc = stack.enter_context(
+                running(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR)
+            )
+            routers[spec.id] = Router(spec.id, port, ir_port, proc)
+        try:
+            for r in routers.values():
+                wait_for_port(r.proc, r.port, f"router {r.id}", START_TIMEOUT_S)
+            with ExitStack() as mgmt_stack:
+                mgmts = {
+                    rid: mgmt_stack.enter_context(management(r.port)) for rid, r in routers.items()
+                }
+                views = wait_until(
+                    lambda: _converged(mgmts), CONVERGE_TIMEOUT_S, "network convergence"
+                )
+        except BenchError as e:
+            raise BenchError(f"{e}; see {log_dir}/{scenario}-*.log") from e
+        yield routers, views
+
+
+def _check_alive(routers: dict[str, Router], *, except_: str | None = None) -> None:
+    for r in routers.values():
+        if r.id != except_ and r.proc.poll() is not None:
+            raise BenchError(f"router {r.id} exited with code {r.proc.returncode}")
+
+
+# ----- chain of three ------------------------------------------------------------------------
+
+
+def run_chain(
+    presettled: bool, clients: Clients, count: int, latency_seconds: float, log_dir: Path
+) -> dict[str, Any]:
+    """A line A-B-C, sender on A, receiver on C: throughput, then latency at half of it.
+    Routers' CPU is counted over the throughput run, peak RSS over the whole scenario."""
+    name = f"chain3-{'presettled' if presettled else 'unsettled'}"
+    with network(LINE, log_dir, name) as (routers, _):
+        a, c = routers["A"], routers["C"]
+        time.sleep(IDLE_SETTLE_S)
+        idle = {rid: proc_status_mib(r.proc.pid, "VmRSS") for rid, r in routers.items()}
+        cpu_start = {rid: proc_cpu_seconds(r.proc.pid) for rid, r in routers.items()}
+        full = transfer(
+            clients,
+            port=a.port,
+            receive_port=c.port,
+            count=count,
+            rate=0,
+            presettled=presettled,
+        )
+        flowing = max(full.receiver["elapsed_s"], 1e-6)
+        cpu = {rid: proc_cpu_seconds(r.proc.pid) - cpu_start[rid] for rid, r in routers.items()}
+        load, latency_count = latency_plan(full, count, latency_seconds)
+        paced: Transfer = transfer(
+            clients,
+            port=a.port,
+            receive_port=c.port,
+            count=latency_count,
+            rate=load,
+            presettled=presettled,
+        )
+        _check_alive(routers)
+        peak = {rid: proc_status_mib(r.proc.pid, "VmHWM") for rid, r in routers.items()}
+    received = full.receiver["received"]
+    return {
+        "kind": "chain",
+        "path": "A-B-C",
+        "settlement": "presettled" if presettled else "unsettled",
+        "throughput": summary(full),
+        "latency": {
+            **summary(paced),
+            "offered_msgs_per_s": round(load),
+            "p50_us": paced.receiver["latency_p50_us"],
+            "p99_us": paced.receiver["latency_p99_us"],
+            "max_us": paced.receiver["latency_max_us"],
+        },
+        "routers": {
+            rid: {
+                "cpu_s": round(cpu[rid], 2),
+                "cpu_us_per_msg": round(cpu[rid] / received * 1e6, 2),
+                # over the receiver's first-to-last arrival: the throughput run's wall time may
+                # end with the receiver's quiet spell after dropped pre-settled messages
+                "cpu_percent": round(100 * cpu[rid] / flowing, 1),
+                "idle_rss_mib": round(idle[rid], 1),
+                "peak_rss_mib": round(peak[rid], 1),
+            }
+            for rid in routers
+        },
+    }
+
+
+# ----- reroute after a router loss -----------------------------------------------------------
+
+
+def _read_trace(path: Path) -> list[tuple[int, int, int]]:
+    """(seq, sent_ns, received_ns) per message, in arrival order."""
+    records = []
+    for line in path.read_text().splitlines():
+        seq, sent, got = line.split()
+        records.append((int(seq), int(sent), int(got)))
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """How B fails in a reroute scenario, and how long C is watched afterwards."""
+
+    scenario: str
+    signal: signal.Signals
+    after_s: float
+    runs: int
+
+
+# SIGKILL: the kernel closes B's sockets, so A and C see their connections drop at once.
+KILL = Failure("reroute", signal.SIGKILL, REROUTE_AFTER_S, REROUTE_RUNS)
+# SIGSTOP: B stays connected but silent, as behind a dead link or a hung host; only the HELLO
+# timeout (helloMaxAge) and then the connection's idle timeout tell A.
+SILENT = Failure("reroute-silent", signal.SIGSTOP, REROUTE_SILENT_AFTER_S, REROUTE_SILENT_RUNS)
+
+
+def reroute_once(clients: Clients, log_dir: Path, failure: Failure, run: int) -> dict[str, Any]:
+    """One run of a reroute scenario on fresh routers; times in ms from B's failure."""
+    count = int(REROUTE_RATE * (REROUTE_BEFORE_S + failure.after_s))
+    # The receiver must not give up during a long silence: it runs until told to stop.
+    quiet_env = {**os.environ, "BENCH_RECEIVER_IDLE_MS": "0"}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-reroute-") as tmp,
+        network(SQUARE, log_dir, failure.scenario, append=run > 0) as (routers, views),
+    ):
+        a, b, c = routers["A"], routers["B"], routers["C"]
+        if views["A"]["C"]["nextHop"] != "B":
+            raise BenchError(f"A does not route to C through B: {views['A']['C']}")
+        trace = Path(tmp) / "trace.txt"
+        receiver_cmd = receiver_args(clients, c.port, count, trace)
+        with running(receiver_cmd, env=quiet_env, **PIPES) as receiver:
+            wait_ready(receiver)
+            sender_cmd = sender_args(clients, a.port, count, REROUTE_RATE, presettled=False)
+            with running(sender_cmd, **PIPES) as sender:
+                try:
+                    time.sleep(REROUTE_BEFORE_S)
+                    failed_ns = time.monotonic_ns()
+                    b.proc.send_signal(failure.signal)
+                    # The sender ends once every message has its outcome: accepted at C, or
+                    # settled by A (not accepted) if it was lost with B's connection.
+                    sent = report(sender, failure.after_s + 30, "sender")
+                finally:
+                    b.proc.kill()  # a stopped B too: nothing must stay behind
+                    b.proc.wait()
+            _check_alive(routers, except_="B")
+            # Everything the sender saw accepted has reached the receiver by now.
+            receiver.send_signal(signal.SIGTERM)
+            received = report(receiver, 10, "receiver")
+        records = _read_trace(trace)
+    before = [r for r in records if r[2] < failed_ns]
+    if not before:
+        raise BenchError("no message reached C before B failed: the flow had not started")
+    new_path = next((r for r in records if r[1] > failed_ns), None)
+    if new_path is None:
+        raise BenchError(f"no message sent after B failed reached C within {failure.after_s:.0f} s")
+    after = [r for r in records if r[2] > failed_ns]
+    return {
+        "reroute_ms": round((new_path[2] - failed_ns) / 1e6, 2),
+        # the silence at C around the failure: last arrival before it to first after it
+        "gap_ms": round((after[0][2] - before[-1][2]) / 1e6, 2),
+        "first_arrival_after_failure_ms": round((after[0][2] - failed_ns) / 1e6, 2),
+        "sent": sent["sent"],
+        "received": received["received"],
+        # in flight through B when it failed: settled back to the sender by A without being
+        # accepted (released, or modified as delivery-failed)
+        "not_accepted": sent["not_accepted"],
+    }
+
+
+def run_reroute(clients: Clients, log_dir: Path, failure: Failure) -> dict[str, Any]:
+    runs = [reroute_once(clients, log_dir, failure, i) for i in range(failure.runs)]
+    return {"kind": "convergence", **_stats([r["reroute_ms"] for r in runs]), "runs": runs}
+
+
+# ----- a new consumer on a far router --------------------------------------------------------
+
+
+def _withdrawn(a: Management) -> bool:
+    """A knows of no consumer of the address, here or on another router."""
+    rows = a.query("router.address", ["key", "remoteCount", "subscriberCount"])
+    return not any(
+        r["key"] == f"M0{ADDRESS}" and (r["remoteCount"] or r["subscriberCount"]) for r in rows
+    )
+
+
+def run_new_consumer(clients: Clients, log_dir: Path) -> dict[str, Any]:
+    runs = []
+    with network(LINE, log_dir, "new-consumer") as (routers, _):
+        a, c = routers["A"], routers["C"]
+        sender_cmd = sender_args(clients, a.port, FOREVER, NEW_CONSUMER_RATE, presettled=False)
+        with management(a.port) as mgmt_a, running(sender_cmd, **PIPES) as sender:
+            for _ in range(NEW_CONSUMER_RUNS):
+                wait_until(lambda: _withdrawn(mgmt_a), 10, "A withdrawing the address")
+                time.sleep(random.uniform(*NEW_CONSUMER_SPACING_S))
+                if sender.poll() is not None:
+                    raise BenchError(f"sender exited with code {sender.returncode}")
+                with running(receiver_args(clients, c.port, 1), **PIPES) as receiver:
+                    got = report(receiver, NEW_CONSUMER_TIMEOUT_S, "receiver")
+                if got["received"] < 1:
+                    raise BenchError("the new consumer got nothing within 3 s of attaching")
+                # from the receiver's attach request, and from the router's attach reply
+                runs.append(
+                    {
+                        "attach_to_first_ms": round((got["first_ns"] - got["attach_ns"]) / 1e6, 2),
+                        "attached_to_first_ms": round((got["first_ns"] - got["ready_ns"]) / 1e6, 2),
+                    }
+                )
+        _check_alive(routers)
+    return {
+        "kind": "convergence",
+        **_stats([r["attach_to_first_ms"] for r in runs]),
+        "runs": runs,
+    }
+
+
+def _stats(values_ms: list[float]) -> dict[str, Any]:
+    return {
+        "median_ms": round(statistics.median(values_ms), 2),
+        "max_ms": round(max(values_ms), 2),
+        "min_ms": round(min(values_ms), 2),
+    }
+
+
+# ----- the suite -----------------------------------------------------------------------------
+
+
+def run_scenario(
+    name: str, clients: Clients, count: int, latency_seconds: float, log_dir: Path
+) -> dict[str, Any]:
+    if name.startswith("chain3-"):
+        return run_chain(name.endswith("presettled"), clients, count, latency_seconds, log_dir)
+    if name == "reroute":
+        return run_reroute(clients, log_dir, KILL)
+    if name == "reroute-silent":
+        return run_reroute(clients, log_dir, SILENT)
+    if name == "new-consumer":
+        return run_new_consumer(clients, log_dir)
+    raise BenchError(f"unknown scenario {name}")
+
+
+def _targets(results: dict[str, Any]) -> dict[str, Any]:
+    s = results["scenarios"]
+
+    def ok(name: str) -> dict[str, Any] | None:
+        outcome = s.get(name)
+        return outcome if outcome is not None and "error" not in outcome else None
+
+    chain = ok("chain3-unsettled")
+    rate = chain["throughput"]["msgs_per_s"] if chain else None
+    reroute = ok("reroute")
+    reroute_ms = reroute["median_ms"] if reroute else None
+    consumer = ok("new-consumer")
+    consumer_ms = consumer["max_ms"] if consumer else None
+    qd_rate, qd_reroute_ms = QDROUTERD["chain3_unsettled_msgs_per_s"], QDROUTERD["reroute_s"] * 1e3
+    return {
+        "chain3_unsettled_msgs_per_s": {
+            "target": qd_rate,
+            "basis": "qdrouterd's quoted figure (not measured here)",
+            "measured": rate,
+            "met": None if rate is None else rate >= qd_rate,
+        },
+        "reroute_median_ms": {
+            "target": qd_reroute_ms,
+            "basis": "qdrouterd's quoted figure (not measured here)",
+            "measured": reroute_ms,
+            "met": None if reroute_ms is None else reroute_ms <= qd_reroute_ms,
+        },
+        "new_consumer_max_ms": {
+            "target": TARGET_NEW_CONSUMER_S * 1e3,
+            "measured": consumer_ms,
+            "met": None if consumer_ms is None else consumer_ms < TARGET_NEW_CONSUMER_S * 1e3,
+        },
+    }
+
+
+def _progress(outcome: dict[str, Any]) -> str:
+    if "error" in outcome:
+        return f"failed: {outcome['error']}"
+    if outcome["kind"] == "chain":
+        t, lat = outcome["throughput"], outcome["latency"]
+        return (
+            f"{t['msgs_per_s']:,} msgs/s; at {lat['offered_msgs_per_s']:,} msgs/s "
+            f"p50 {lat['p50_us']:,.0f} us, p99 {lat['p99_us']:,.0f} us"
+        )
+    return f"median {outcome['median_ms']:,.1f} ms, max {outcome['max_ms']:,.1f} ms"
+
+
+def run(
+    clients: Clients,
+    chosen: list[str],
+    *,
+    count: int,
+    latency_seconds: float,
+    log_dir: Path,
+) -> dict[str, Any]:
+    """Runs the chosen scenarios in order; a failed one is recorded with its error."""
+    results: dict[str, Any] = {
+        "benchmark": "network",
+        "machine": machine_info(clients),
+        "config": {
+            "messages": count,
+            "body_bytes": BODY_BYTES,
+            "latency_load_fraction": LATENCY_LOAD,
+            "latency_max_seconds": latency_seconds,
+            "router_timers": "defaults: helloInterval 1 s, helloMaxAge 3 s, "
+            "mobile-address batches 0.25 s",
+            "reroute": {
+                "topology": "A-B 1, B-C 1, C-D 2, D-A 2 (A->C: 2 via B, 4 via D)",
+                "sender_msgs_per_s": REROUTE_RATE,
+                "signal": "SIGKILL",
+                "before_failure_s": REROUTE_BEFORE_S,
+                "after_failure_s": REROUTE_AFTER_S,
+                "runs": REROUTE_RUNS,
+                "timed": "SIGKILL of B -> first message received at C that was sent after it",
+            },
+            "reroute_silent": {
+                "topology": "as reroute",
+                "signal": "SIGSTOP",
+                "after_failure_s": REROUTE_SILENT_AFTER_S,
+                "runs": REROUTE_SILENT_RUNS,
+                "by_default": False,
+                "timed": "SIGSTOP of B -> first message received at C that was sent after it",
+            },
+            "new_consumer": {
+                "topology": "A-B-C",
+                "sender_msgs_per_s": NEW_CONSUMER_RATE,
+                "runs": NEW_CONSUMER_RUNS,
+                "spacing_s": list(NEW_CONSUMER_SPACING_S),
+                "timed": "receiver on C opens its link -> its first message",
+            },
+        },
+        "comparison": {"qdrouterd": QDROUTERD},
+        "scenarios": {},
+    }
+    for name in chosen:
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        try:
+            outcome = run_scenario(name, clients, count, latency_seconds, log_dir)
+        except BenchError as e:
+            outcome = {
+                "kind": "chain" if name.startswith("chain3") else "convergence",
+                "error": str(e),
+            }
+        print(f"bench: {name}: {_progress(outcome)}", file=sys.stderr, flush=True)
+        results["scenarios"][name] = outcome
+    results["targets"] = _targets(results)
+    return results
+
+
+def _per_router(routers: dict[str, Any], key: str, digits: int) -> str:
+    return " / ".join(cell(routers[rid][key], digits) for rid in sorted(routers))
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """Renders results as the Markdown tables the README quotes."""
+    m, config = results["machine"], results["config"]
+    scenarios = results["scenarios"]
+    chains = {n: s for n, s in scenarios.items() if s["kind"] == "chain"}
+    timings = {n: s for n, s in scenarios.items() if s["kind"] == "convergence"}
+    lines = [
+        f"Interior routers on one host, {config['body_bytes']}-byte bodies, default router "
+        "timers. "
+        f"{m['cpu_model']}, {m['nproc']} CPUs, Linux {m['kernel']}, Python {m['python']}, "
+        f"Proton C {m['proton_c']}, python-qpid-proton {m['python_qpid_proton']}, "
+        f"{commit_label(m)}, {m['date'][:10]}, "
+        f"load average {m['load_average_1m']:.2f} at start.",
+    ]
+    notes = []
+    if chains:
+        lines += [
+            "",
+            f"Sender on A → receiver on C through A-B-C, {config['messages']:,} messages; "
+            f"latency at {config['latency_load_fraction']:.0%} of the measured throughput, "
+            "one-way.",
+            "",
+            "| scenario | msgs/s | latency load msgs/s | p50 µs | p99 µs "
+            "| CPU µs/msg A / B / C | CPU % A / B / C | peak RSS MiB A / B / C |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|",
+        ]
+        for name, s in chains.items():
+            if "error" in s:
+                lines.append(f"| {name} | failed | | | | | | |")
+                notes.append(f"{name} failed: {s['error']}")
+                continue
+            t, lat, r = s["throughput"], s["latency"], s["routers"]
+            lines.append(
+                f"| {name} | {cell(t['msgs_per_s'])} | {cell(lat['offered_msgs_per_s'])} "
+                f"| {cell(lat['p50_us'])} | {cell(lat['p99_us'])} "
+                f"| {_per_router(r, 'cpu_us_per_msg', 1)} | {_per_router(r, 'cpu_percent', 0)} "
+                f"| {_per_router(r, 'peak_rss_mib', 1)} |"
+            )
+            for run_name, run in (("throughput", t), ("latency", lat)):
+                note = shortfall_note(name, run_name, s["settlement"], run)
+                if note:
+                    notes.append(note)
+    if timings:
+        what = {
+            "reroute": "SIGKILL of B → first message C receives that was sent after the kill "
+            "(A-D-C path)",
+            "reroute-silent": "SIGSTOP of B → first message C receives that was sent after it "
+            "(A-D-C path)",
+            "new-consumer": "receiver on C opens its link → its first message (sender on A)",
+        }
+        lines += [
+            "",
+            "| scenario | timed | runs | median ms | max ms | each run ms |",
+            "|---|---|--:|--:|--:|---|",
+        ]
+        for name, s in timings.items():
+            if "error" in s:
+                lines.append(f"| {name} | {what.get(name, '')} | failed | | | |")
+                notes.append(f"{name} failed: {s['error']}")
+                continue
+            key = "attach_to_first_ms" if name == "new-consumer" else "reroute_ms"
+            each = ", ".join(cell(r[key], 1) for r in s["runs"])
+            lines.append(
+                f"| {name} | {what.get(name, '')} | {len(s['runs'])} | {cell(s['median_ms'], 1)} "
+                f"| {cell(s['max_ms'], 1)} | {each} |"
+            )
+        for name in ("reroute", "reroute-silent"):
+            reroute = timings.get(name)
+            if reroute and "error" not in reroute:
+                lost = sum(r["not_accepted"] for r in reroute["runs"])
+                notes.append(
+                    f"{name}: over the {len(reroute['runs'])} runs, {lost:,} unsettled messages "
+                    "in flight through B when it failed came back to the sender not accepted "
+                    "(released or modified; the bench's sender does not resend them)."
+                )
+    t = results["targets"]
+    rate, reroute_t, consumer = (
+        t["chain3_unsettled_msgs_per_s"],
+        t["reroute_median_ms"],
+        t["new_consumer_max_ms"],
+    )
+    notes.append(
+        f"Targets: chain3-unsettled ≥ qdrouterd's ~{rate['target']:,} msgs/s: "
+        f"{cell(rate['measured'])} ({verdict(rate['met'])}); reroute median ≤ qdrouterd's "
+        f"~{reroute_t['target']:,.0f} ms: {cell(reroute_t['measured'], 1)} "
+        f"({verdict(reroute_t['met'])}); new consumer < {consumer['target']:,.0f} ms in every "
+        f"run: max {cell(consumer['measured'], 1)} ({verdict(consumer['met'])}). "
+        "qdrouterd's figures are quoted from the issue, not measured here (it is not "
+        "installable on this machine)."
+    )
+    lines += ["", *notes]
+    return "\n".join(lines) + "\n"
