@@ -167,6 +167,9 @@ class Forwarder:
         self.network: Network | None = None
         self.edge: Edge | None = None
         self.remote_keys: dict[str, set[str]] = {}
+        # Set when the router drains before it stops (router/drain.py): clients' senders get
+        # no more credit and nothing is held for a consumer to come.
+        self.draining = False
 
     # ----- routing table -------------------------------------------------------------------
 
@@ -229,7 +232,7 @@ class Forwarder:
             held, entry.held = entry.held, deque()
             self.holding.discard(entry)
             for q in held:
-                self.unblock(q.origin)
+                self.unblock(q)
                 self.route(q.msg, entry, q.fwd, q.origin)
 
     def add_sender(self, link: Link, entry: AddressEntry) -> None:
@@ -279,7 +282,7 @@ class Forwarder:
             # A multicast copy is not routed again: the other consumers have theirs already.
             reroute = entry is not None and entry.rule.distribution != "multicast"
             for q in queued:
-                self.unblock(q.origin)
+                self.unblock(q)
                 if reroute:
                     if q.fwd is not None:
                         q.fwd.pending -= 1
@@ -500,10 +503,11 @@ class Forwarder:
             msg.address = rule.fallback
             self.route(msg, self.entry(rule.fallback), fwd, origin, redirected=True)
             return
-        if action == "hold":
-            entry.held.append(Queued(msg, fwd, origin, self.clock() + rule.hold_timeout))
+        if action == "hold" and not self.draining:
+            held = Queued(msg, fwd, origin, self.clock() + rule.hold_timeout)
+            entry.held.append(held)
             self.holding.add(entry)
-            self.block(origin)
+            self.block(held, None)
             return
         self.drop(fwd)
 
@@ -515,22 +519,31 @@ class Forwarder:
             fwd.pending += 1
             self.copy_done(fwd, RELEASED, None)
 
-    def block(self, origin: Link | None) -> None:
-        """A delivery from `origin` now waits in the router: it holds back a client sender's
-        credit. Links from other routers are not held back (one slow consumer must not stall
-        every address sharing the connection); their waiting is bounded per consumer instead."""
-        if origin is not None and origin.kind == "endpoint":
+    def block(self, q: Queued, toward: Link | None) -> None:
+        """A delivery now waits in the router: it holds back its sender's credit, so waiting is
+        bounded by linkCapacity per incoming link. Not so for a delivery from another router
+        waiting for a client consumer: one slow consumer must not stall every address sharing
+        the inter-router connection (its waiting is bounded per consumer instead, see
+        deliver). Transit toward another router does hold back: back-pressure then travels
+        hop by hop to the senders."""
+        origin = q.origin
+        if origin is not None and (
+            origin.kind == "endpoint" or (toward is not None and toward.kind != "endpoint")
+        ):
             origin.backlog += 1
+            q.counted = True
 
-    def unblock(self, origin: Link | None) -> None:
-        if origin is not None and origin.kind == "endpoint":
-            origin.backlog -= 1
-            self.credit_dirty.add(origin)
+    def unblock(self, q: Queued) -> None:
+        if q.counted:
+            assert q.origin is not None
+            q.origin.backlog -= 1
+            self.credit_dirty.add(q.origin)
 
     def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
         if (
             origin is not None
             and origin.kind != "endpoint"
+            and link.kind == "endpoint"
             and len(link.queue) >= NETWORK_QUEUE_LIMIT
         ):
             # A consumer this far behind gets nothing more from the network: the copy goes back
@@ -544,8 +557,9 @@ class Forwarder:
         else:
             # No credit, or the consumer is not reading what it has credit for:
             # wait here, where it counts against the sender's credit, not in Proton's buffers.
-            link.queue.append(Queued(msg, fwd, origin))
-            self.block(origin)
+            q = Queued(msg, fwd, origin)
+            link.queue.append(q)
+            self.block(q, link)
 
     def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
         conn = link.conn
@@ -592,7 +606,7 @@ class Forwarder:
             return
         while queue and lib.pn_link_credit(p) > 0:
             q = queue.popleft()
-            self.unblock(q.origin)
+            self.unblock(q)
             self.send(link, q.msg, q.fwd)
         if not queue and lib.pn_link_get_drain(p) and lib.pn_link_credit(p) > 0:
             lib.pn_link_drained(p)
@@ -671,9 +685,12 @@ class Forwarder:
         """Top an incoming link's credit back up to what its capacity leaves room for.
 
         Credit goes out in batches (when at most half the window is left) so the sender streams;
-        a targeted sender gets none while its address has no consumer.
+        a targeted sender gets none while its address has no consumer, and a client's sender
+        none while the router drains (links from other routers keep flowing).
         """
         if link.conn.closing or lib.pn_link_state(link.pn) & lib.PN_LOCAL_CLOSED:
+            return
+        if self.draining and link.kind == "endpoint":
             return
         entry = link.entry
         if entry is not None and not self.reachable(entry):
@@ -689,7 +706,7 @@ class Forwarder:
             held = entry.held
             while held and held[0].deadline <= now:
                 q = held.popleft()
-                self.unblock(q.origin)
+                self.unblock(q)
                 self.drop(q.fwd)
             if not held:
                 self.holding.discard(entry)

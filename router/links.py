@@ -40,7 +40,7 @@ class Forward:
 class Queued:
     """A delivery waiting for credit on an outgoing link (or held for a consumer to appear)."""
 
-    __slots__ = ("deadline", "fwd", "msg", "origin")
+    __slots__ = ("counted", "deadline", "fwd", "msg", "origin")
 
     def __init__(
         self, msg: Message, fwd: Forward | None, origin: Link | None, deadline: float = 0.0
@@ -49,6 +49,8 @@ class Queued:
         self.fwd = fwd
         self.origin = origin
         self.deadline = deadline
+        # whether it holds back `origin`'s credit while it waits (see Forwarder.block)
+        self.counted = False
 
 
 class Link:

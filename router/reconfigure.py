@@ -11,9 +11,10 @@ difference, without dropping anything that need not go:
   accepted stay), changed settings apply to connections accepted from then on;
 - connectors, by name: new ones start dialling, removed ones stop and close their connection
   (as when the peer goes: routes through it drop, its deliveries are resolved), changed ones
-  are replaced.
+  are replaced;
+- ``router.drainTimeoutSeconds``: read when a drain starts, so the next SIGTERM uses it.
 
-What only a restart can change (anything under ``router``: id, mode, timers, SASL setup) is
+What only a restart can change (the rest under ``router``: id, mode, timers, SASL setup) is
 refused as a whole, the old configuration kept running: ``config.restart_required``. So is an
 invalid one: ``config.invalid``, with the one-line reason. A listener that cannot be bound is
 reported (``listener.failed``) and tried again at the next change; the rest applies.
@@ -57,13 +58,23 @@ class RestartRequired(Exception):
     pass
 
 
-def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
-    """What differs in the ``router`` entity: id, mode, timers and SASL setup are read once."""
+# Settings of the ``router`` entity that are read when used, not once at start.
+LIVE_ROUTER_SETTINGS = frozenset({"drainTimeoutSeconds"})
+
+
+def router_changes(old: RouterConfig, new: RouterConfig) -> list[str]:
+    """Every difference in the ``router`` entity, as "router.NAME: OLD -> NEW"."""
     return [
         f"router.{name}: {getattr(old.router, name)!r} -> {getattr(new.router, name)!r}"
         for name in type(old.router).model_fields
         if getattr(old.router, name) != getattr(new.router, name)
     ]
+
+
+def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
+    """What differs in the ``router`` entity: id, mode, timers and SASL setup are read once."""
+    live = tuple(f"router.{name}:" for name in LIVE_ROUTER_SETTINGS)
+    return [change for change in router_changes(old, new) if not change.startswith(live)]
 
 
 def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list[str]:
@@ -88,6 +99,7 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     changes = _addresses(router, new, table)
     changes += _listeners(router, new)
     changes += _connectors(router, new)
+    changes += router_changes(router.config, new)  # the live ones: the rest were refused
     router.config = new
     if changes:
         log.info("config.applied", source=source, changes="; ".join(changes))
@@ -127,7 +139,7 @@ def rules_changed(router: Router, table: AddressTable) -> None:
             held, entry.held = entry.held, deque()
             fwd.holding.discard(entry)
             for q in held:
-                fwd.unblock(q.origin)
+                fwd.unblock(q)
                 fwd.route(q.msg, entry, q.fwd, q.origin)
         elif fwd.reachable(entry):
             fwd.became_reachable(entry)
