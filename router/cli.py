@@ -142,6 +142,14 @@ def _parser() -> argparse.ArgumentParser:
         " interior (cost=N: its cost, default 1), an edge connector in mode edge; the host may"
         " not resolve yet; repeatable; replaces the file's connectors of that role",
     )
+    parser.add_argument(
+        "--drain-seconds",
+        metavar="SECONDS",
+        type=float,
+        help="on SIGTERM/SIGINT, wait this long at most for the deliveries the router holds to"
+        " be settled before it closes (a second signal ends the wait); replaces"
+        " router.drainTimeoutSeconds from the file (default: 10)",
+    )
     parser.add_argument("--log-level", choices=list(LEVELS), default="info")
     parser.add_argument(
         "--log-format",
@@ -168,6 +176,7 @@ class Overrides:
     inter_router_listen: tuple[Listener, ...] = ()
     edge_listen: tuple[Listener, ...] = ()
     connect: tuple[dict[str, Any], ...] = ()
+    drain_seconds: float | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Overrides:
@@ -178,6 +187,7 @@ class Overrides:
             inter_router_listen=tuple(args.inter_router_listen),
             edge_listen=tuple(args.edge_listen),
             connect=tuple(args.connect),
+            drain_seconds=args.drain_seconds,
         )
 
 
@@ -195,6 +205,8 @@ def effective_config(data: dict[str, Any], overrides: Overrides) -> RouterConfig
             router.setdefault("id", socket.gethostname())
         if overrides.mode is not None:
             router["mode"] = overrides.mode
+        if overrides.drain_seconds is not None:
+            router["drainTimeoutSeconds"] = overrides.drain_seconds
         mode = router.get("mode", mode)
     for role, flags in (
         ("normal", overrides.listen),

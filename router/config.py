@@ -458,6 +458,18 @@ class RouterSettings(_Strict):
             " this long; above raIntervalSeconds."
         ),
     )
+    drainTimeoutSeconds: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "On SIGTERM/SIGINT the router drains before it closes: it stops listening, refuses"
+            " new links from clients, gives their senders no more credit, and waits up to this"
+            " long for the deliveries it holds to be settled; what is left is then released to"
+            " its senders. A second signal ends the wait at once. Keep it, plus a few seconds,"
+            " within the pod's termination grace period (after preStop). 0: no wait."
+            " Changes apply live."
+        ),
+    )
     saslConfigDir: str | None = Field(
         default=None,
         description=(

@@ -20,7 +20,7 @@ from typing import Any
 
 from proton import Message as ProtonMessage
 
-from router import __version__, inventory, sasl
+from router import __version__, drain, inventory, sasl
 from router.addressing import AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
@@ -116,7 +116,8 @@ class Router:
         self.writing: set[Connection] = set()
         self.conn_ids = count(1)
         self.link_ids = count(1)
-        self.stopping = False
+        self.stopping = False  # shutting down: the drain is over
+        self.stop_signals: list[str] = []  # SIGTERM/SIGINT received: one drains, two stop
         self.connectors = Connectors(self)  # outgoing connections (router/connector.py)
         # Where new configurations come from while running (router/reconfigure.py): each has
         # start(router), poll(now) from housekeeping, stop(), and may register a wakeup socket
@@ -202,7 +203,9 @@ class Router:
             self.connectors.start()
             for config_source in self.config_sources:
                 config_source.start(self)
-            self.loop(lambda: not self.stopping)
+            self.loop(lambda: not self.stop_signals)
+            drain.run(self)  # router/drain.py: no new links or credit, held deliveries settle
+            self.stopping = True
             self.shutdown()
         finally:
             signal.set_wakeup_fd(old_fd)
@@ -214,8 +217,8 @@ class Router:
         return 0
 
     def request_stop(self, signum: int, _frame: Any) -> None:
-        log.info("router.stopping", signal=signal.Signals(signum).name)
-        self.stopping = True
+        """The first SIGTERM/SIGINT starts a drain, a second ends it; the loop acts on them."""
+        self.stop_signals.append(signal.Signals(signum).name)
 
     def shutdown(self) -> None:
         """Close cleanly: stop accepting, release every unsettled delivery, close connections."""
@@ -519,6 +522,10 @@ class Router:
         incoming = link.incoming
         if conn.role == "edge":
             link.kind = "edge"  # an edge's uplink or proxy: carry the routing address along
+        if drain.refuses(self, conn.role):
+            lib.pn_link_open(p)  # null source and target: refused, as AMQP words it
+            self.refuse(link, drain.DRAINING_ERROR, drain.refusal(self))
+            return
         if (
             self.network is not None
             and conn.role == "inter-router"

@@ -22,6 +22,7 @@ ROUTER_DEFAULTS = {
     "raIntervalSeconds": 30,
     "raIntervalFluxSeconds": 4,
     "remoteLsMaxAgeSeconds": 60,
+    "drainTimeoutSeconds": 10.0,
     "saslConfigDir": None,
     "saslConfigName": "routernet",
 }
@@ -471,3 +472,16 @@ def test_bad_router_network_flags(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     assert fail(capsys, *argv).startswith(message)
+
+
+def test_drain_seconds_flag_replaces_the_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text("router: {id: R1, drainTimeoutSeconds: 20}\n")
+    assert check(capsys, "--config", str(path))["router"]["drainTimeoutSeconds"] == 20
+    printed = check(capsys, "--config", str(path), "--drain-seconds", "2.5")
+    assert printed["router"]["drainTimeoutSeconds"] == 2.5
+    assert fail(capsys, "--id", "R1", "--drain-seconds", "-1").startswith(
+        "router.drainTimeoutSeconds: -1.0 is invalid"
+    )

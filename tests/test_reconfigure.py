@@ -105,6 +105,17 @@ def test_router_entity_changes_need_a_restart(
     assert "router.id: 'R1' -> 'R2'" in events(caplog, "config.restart_required")[1]["changes"]
 
 
+def test_the_drain_timeout_changes_without_a_restart(
+    make_router: Callable[[RouterConfig], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    router = make_router(config())
+    longer = validate_config({"router": {"id": "R1", "drainTimeoutSeconds": 25}})
+    assert restart_reasons(router.config, longer) == []
+    assert apply_config(router, longer, "test") == ["router.drainTimeoutSeconds: 10.0 -> 25.0"]
+    assert router.config is longer
+    assert not events(caplog, "config.restart_required")
+
+
 def test_invalid_config_is_logged_and_ignored(
     make_router: Callable[[RouterConfig], Any], caplog: pytest.LogCaptureFixture
 ) -> None:

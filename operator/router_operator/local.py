@@ -55,7 +55,8 @@ LOOPBACK_PREFIX = "127.0.0."
 FIRST_HOST, LAST_HOST = 2, 254
 """127.0.0.1 is left to everything else on the machine."""
 START_TIMEOUT = 20.0
-STOP_TIMEOUT = 10.0
+# A router drains for up to drainTimeoutSeconds (10 s) and closes in up to 3 s after SIGTERM.
+STOP_TIMEOUT = 15.0
 MACHINE_LOCK = Path(tempfile.gettempdir()) / "routernet-loopback.lock"
 MANAGEMENT_TIMEOUT = 3.0
 

@@ -15,8 +15,9 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
 - Pods are managed in parallel: routers do not depend on each other's start order (connectors
   retry), and ordered start would make a 20-router mesh take 20 readiness periods.
 - Scale-down and upgrades drain: preStop waits ``DRAIN_SECONDS`` so the endpoints controller
-  takes the pod out of the client Service before SIGTERM, on which the router stops its listeners
-  and releases every unsettled delivery to its sender (to be resent elsewhere).
+  takes the pod out of the client Service before SIGTERM, on which the router drains: it stops its
+  listeners and new links, lets what it holds settle for up to ``drainTimeoutSeconds`` (10 s),
+  then releases what is left to its senders (to be resent elsewhere).
 - Config-sync: the router reads its file at start (the volume), then follows the ConfigMap through
   the API (``ROUTERNET_CONFIGMAP``, router/configsync.py), so a change is live in about a second
   rather than at the kubelet's next volume refresh (a minute or more). The Router's ServiceAccount
@@ -59,7 +60,8 @@ DRAIN_SECONDS = 5
 """preStop wait: long enough for the endpoints controller and kube-proxy to stop sending new
 clients to a terminating pod."""
 TERMINATION_GRACE_SECONDS = 30
-"""Includes the preStop wait; the router itself needs well under a second after SIGTERM."""
+"""Includes the preStop wait; after SIGTERM the router drains (at most drainTimeoutSeconds, 10 s)
+and closes (at most 3 s)."""
 RUN_AS = 10001
 DEFAULT_RESOURCES: Mapping[str, Any] = {
     "requests": {"cpu": "100m", "memory": "64Mi"},
