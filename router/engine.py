@@ -731,7 +731,7 @@ class Router:
             forward = Forward(d, link, fwd.now)
             link.unsettled[d] = forward
         address = to if to is not None else link.address or ""
-        fwd.route(Message(data, s, effective, ann.present, address), entry, forward, link)
+        fwd.route(Message(data, s, effective, ann, address), entry, forward, link)
         if link.anonymous:
             fwd.forget_if_idle(entry)
 
@@ -772,7 +772,7 @@ class Router:
         if response is None or not response.address:
             return
         data = response.encode()
-        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, False, response.address)
+        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, EMPTY_ANNOTATIONS, response.address)
         entry = self.fwd.entry(response.address)
         self.fwd.route(reply, entry, None, None)
         self.fwd.forget_if_idle(entry)

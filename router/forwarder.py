@@ -49,24 +49,25 @@ PRECEDENCE = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
 class Message:
     """A received message: its bytes, where its sections are, and its effective annotations.
 
-    `dirty` says the bytes carry router annotations that a stripping egress must remove. The
-    egress variants are computed at most once each, so a multicast rewrites once, not per copy.
+    `read.present` says the bytes carry router annotations that a stripping egress must remove.
+    The egress variants are computed at most once each, so a multicast rewrites once, not per
+    copy, and each reuses the parse of the annotations made on arrival.
     """
 
-    __slots__ = ("_annotated", "_network", "_plain", "address", "ann", "data", "dirty", "scan")
+    __slots__ = ("_annotated", "_network", "_plain", "address", "ann", "data", "read", "scan")
 
     def __init__(
         self,
         data: bytes | bytearray,
         scan: Scan,
         ann: RouterAnnotations,
-        dirty: bool,
+        read: RouterAnnotations,
         address: str,
     ) -> None:
         self.data = data
         self.scan = scan
-        self.ann = ann
-        self.dirty = dirty
+        self.ann = ann  # the annotations routing honours (none when stripped on the way in)
+        self.read = read  # what the bytes carry; rewrites reuse its parse
         self._plain: bytes | bytearray | None = None
         self._annotated: bytes | None = None
         self._network: tuple[str, bytes] | None = None
@@ -75,10 +76,10 @@ class Message:
         self.address = address
 
     def plain(self) -> bytes | bytearray:
-        if not self.dirty:
+        if not self.read.present:
             return self.data
         if self._plain is None:
-            self._plain = rewrite(self.data, self.scan)
+            self._plain = rewrite(self.data, self.scan, read=self.read)
         return self._plain
 
     def annotated(self, me: str) -> bytes:
@@ -92,6 +93,7 @@ class Message:
                 trace=trace,
                 to=ann.to,
                 phase=ann.phase,
+                read=self.read,
             )
         return self._annotated
 
@@ -108,6 +110,7 @@ class Message:
                 trace=[*(ann.trace or ()), me],
                 to=self.address,
                 phase=ann.phase,
+                read=self.read,
             )
             cached = self._network = (self.address, data)
         return cached[1]

@@ -131,7 +131,7 @@ class RouterAnnotations:
     as present so that they are stripped rather than forwarded.
     """
 
-    __slots__ = ("ingress", "phase", "present", "to", "trace")
+    __slots__ = ("ingress", "phase", "present", "split", "to", "trace")
 
     def __init__(self) -> None:
         self.ingress: str | None = None
@@ -139,6 +139,9 @@ class RouterAnnotations:
         self.to: str | None = None
         self.phase: int | None = None
         self.present = False
+        # The user entries as read (their byte runs, item count), so that rewriting the same
+        # message does not split its annotations a second time.
+        self.split: tuple[list[bytes], int] | None = None
 
 
 # Returned for every message without router annotations, so the common case allocates nothing.
@@ -446,11 +449,12 @@ def read_annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
     """Read the router's annotations, leaving user annotation values undecoded."""
     if s.ma_start == s.ma_end:
         return EMPTY_ANNOTATIONS
-    ma, _, _, router = _split_annotations(buf, s)
+    ma, runs, user, router = _split_annotations(buf, s)
     if not router:
         return EMPTY_ANNOTATIONS
     found = RouterAnnotations()
     found.present = True
+    found.split = (runs, user)
     fields = iter(router)
     base = s.ma_start
     try:
@@ -516,8 +520,12 @@ def rewrite(
     trace: list[str] | None = None,
     to: str | None = None,
     phase: int | None = None,
+    read: RouterAnnotations | None = None,
 ) -> bytes:
     """Return the message with its router annotations replaced by the given ones.
+
+    `read`, if given, is what read_annotations returned for these very bytes: its split of the
+    annotations is reused instead of done again.
 
     The new map holds the user annotations, then the given router annotations that are not None
     (phase only if non-zero). User annotations are copied as encoded, so values this module
@@ -529,8 +537,13 @@ def rewrite(
     start = s.ma_start
     ma_end = s.ma_end
     if start != ma_end:
-        _, runs, user, router = _split_annotations(buf, s)
-        if not router and not count and user:
+        if read is not None and read.split is not None:
+            runs, user = read.split
+            has_router = True
+        else:
+            _, runs, user, router = _split_annotations(buf, s)
+            has_router = bool(router)
+        if not has_router and not count and user:
             return bytes(buf)
         pieces = runs + pieces
         count += user
