@@ -601,7 +601,7 @@ def _reject_duplicates(field: str, keys: list[tuple[str, str]]) -> None:
         first[key] = index
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):
     """Rejects repeated keys, which plain YAML resolves by silently keeping the last one."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -643,7 +643,7 @@ def parse_config_text(text: str, path: str | Path) -> dict[str, Any]:
         if path.suffix.lower() == ".json":
             data = json.loads(text, object_pairs_hook=_unique_json_object)
         else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)
+            data = yaml.load(text, Loader=UniqueKeyLoader)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except ValueError as err:  # from _unique_json_object

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from router.config import _UniqueKeyLoader
+from router.config import UniqueKeyLoader
 from router_operator import adapter
 from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, Router
 from router_operator.planner import NamespacePlan, plan_namespace
@@ -175,7 +175,7 @@ def _documents(path: Path, shown: str, problems: list[str]) -> Iterator[tuple[in
         if path.suffix.lower() == ".json":
             docs = [json.loads(text)]
         else:
-            docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))
+            docs = list(yaml.load_all(text, Loader=UniqueKeyLoader))
     except (OSError, UnicodeDecodeError) as err:
         problems.append(f"{shown}: cannot read: {getattr(err, 'strerror', None) or err}")
         return
