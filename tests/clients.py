@@ -43,6 +43,39 @@ MANAGEMENT_TYPE = "org.amqp.management"
 DISPATCH = "org.apache.qpid.dispatch."
 
 
+# Every router attribute `qdstat -g` reads (Dispatch tools/qdstat): all must be present.
+QDSTAT_G = [
+    "id",
+    "mode",
+    "version",
+    "workerThreads",
+    "uptimeSeconds",
+    "memoryUsage",
+    "area",
+    "linkRouteCount",
+    "autoLinkCount",
+    "linkCount",
+    "nodeCount",
+    "addrCount",
+    "connectionCount",
+    "presettledDeliveries",
+    "droppedPresettledDeliveries",
+    "acceptedDeliveries",
+    "rejectedDeliveries",
+    "releasedDeliveries",
+    "modifiedDeliveries",
+    "deliveriesDelayed1Sec",
+    "deliveriesDelayed10Sec",
+    "deliveriesStuck",
+    "deliveriesRedirectedToFallback",
+    "deliveriesIngress",
+    "deliveriesEgress",
+    "deliveriesTransit",
+    "deliveriesIngressRouteContainer",
+    "deliveriesEgressRouteContainer",
+]
+
+
 class World:
     """The proton event loop shared by a test's clients; close() releases every socket."""
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import proton
 import pytest
+from clients import QDSTAT_G
 
 from router.management import (
     ADDRESS,
@@ -29,36 +30,6 @@ from router.management import (
 from router.stats import RouterStats
 
 REPLY_TO = "amqp:/_topo/0/R1/temp.Xyz"
-QDSTAT_G = [
-    "id",
-    "mode",
-    "version",
-    "workerThreads",
-    "uptimeSeconds",
-    "memoryUsage",
-    "area",
-    "linkRouteCount",
-    "autoLinkCount",
-    "linkCount",
-    "nodeCount",
-    "addrCount",
-    "connectionCount",
-    "presettledDeliveries",
-    "droppedPresettledDeliveries",
-    "acceptedDeliveries",
-    "rejectedDeliveries",
-    "releasedDeliveries",
-    "modifiedDeliveries",
-    "deliveriesDelayed1Sec",
-    "deliveriesDelayed10Sec",
-    "deliveriesStuck",
-    "deliveriesRedirectedToFallback",
-    "deliveriesIngress",
-    "deliveriesEgress",
-    "deliveriesTransit",
-    "deliveriesIngressRouteContainer",
-    "deliveriesEgressRouteContainer",
-]
 QDSTAT_L = [
     "linkType",
     "linkDir",

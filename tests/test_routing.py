@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ACCEPTED, REJECTED, RELEASED, Management, Receiver, World, settle
+from clients import (
+    ACCEPTED,
+    QDSTAT_G,
+    REJECTED,
+    RELEASED,
+    Management,
+    Receiver,
+    World,
+    settle,
+)
 from harness import RouterProcess
 from proton import Delivery, Message, symbol
 
@@ -21,36 +30,6 @@ pytestmark = pytest.mark.network
 RID = "R1"
 
 # What `qdstat -g` reads from the router entity (../shared/reference/qd-management.md).
-QDSTAT_G = [
-    "id",
-    "mode",
-    "version",
-    "workerThreads",
-    "uptimeSeconds",
-    "memoryUsage",
-    "area",
-    "linkRouteCount",
-    "autoLinkCount",
-    "linkCount",
-    "nodeCount",
-    "addrCount",
-    "connectionCount",
-    "presettledDeliveries",
-    "droppedPresettledDeliveries",
-    "acceptedDeliveries",
-    "rejectedDeliveries",
-    "releasedDeliveries",
-    "modifiedDeliveries",
-    "deliveriesDelayed1Sec",
-    "deliveriesDelayed10Sec",
-    "deliveriesStuck",
-    "deliveriesRedirectedToFallback",
-    "deliveriesIngress",
-    "deliveriesEgress",
-    "deliveriesTransit",
-    "deliveriesIngressRouteContainer",
-    "deliveriesEgressRouteContainer",
-]
 
 
 def bodies(n: int, tag: str = "m") -> list[str]:
