@@ -182,7 +182,23 @@ SaslMechanisms = Annotated[
 ]
 
 
-class Listener(_Strict):
+class _Endpoint(_Strict):
+    """What listeners and connectors validate alike: a host to bind or dial, a name."""
+
+    @field_validator("host", check_fields=False)
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return _check_host(value)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"{value!r} is not a valid name (leave it out to get the default)")
+        return value
+
+
+class Listener(_Endpoint):
     """An AMQP listening socket, Dispatch's ``listener`` entity."""
 
     name: str = Field(
@@ -219,18 +235,6 @@ class Listener(_Strict):
         description="Strip router message annotations on the way in, out, both or no.",
     )
 
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return _check_host(value)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError(f"{value!r} is not a valid name (leave it out to get the default)")
-        return value
-
     @model_validator(mode="after")
     def _defaults_and_consistency(self) -> Self:
         if "name" not in self.model_fields_set:
@@ -248,7 +252,7 @@ class Listener(_Strict):
         return f"{_bracketed(self.host)}:{self.port}"
 
 
-class Connector(_Strict):
+class Connector(_Endpoint):
     """An outgoing connection the router keeps up, Dispatch's ``connector`` entity.
 
     The host is resolved again on every attempt, and a name that does not resolve yet is
@@ -314,18 +318,6 @@ class Connector(_Strict):
         ),
     )
     linkCapacity: int = Field(default=250, gt=0, description="Credit granted per incoming link.")
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return _check_host(value)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError(f"{value!r} is not a valid name (leave it out to get the default)")
-        return value
 
     @field_validator("saslUsername", "saslPassword")
     @classmethod
