@@ -85,7 +85,7 @@ class Message:
     def annotated(self, me: str) -> bytes:
         if self._annotated is None:
             ann = self.ann
-            trace = None if ann.trace is None else [*ann.trace, me]
+            trace = None if ann.trace is None else (*ann.trace, me)
             self._annotated = rewrite(
                 self.data,
                 self.scan,
@@ -107,7 +107,7 @@ class Message:
                 self.data,
                 self.scan,
                 ingress=ann.ingress or me,
-                trace=[*(ann.trace or ()), me],
+                trace=(*(ann.trace or ()), me),
                 to=self.address,
                 phase=ann.phase,
                 read=self.read,
@@ -357,13 +357,11 @@ class Forwarder:
         assert net is not None
         routes = net.routes
         trace = msg.ann.trace
-        excluded: set[str] = set()
-        if trace:
-            if len(trace) > routes.radius + 1:
-                # The trace is longer than any loop-free path here: drop it rather than loop.
-                self.drop(fwd)
-                return
-            excluded = {t.split("/", 1)[-1] for t in trace}
+        if trace and len(trace) > routes.radius + 1:
+            # The trace is longer than any loop-free path here: drop it rather than loop.
+            self.drop(fwd)
+            return
+        excluded = msg.ann.routers
         priority = entry.rule.priority if entry.rule.priority >= 0 else 4
         consumers = entry.consumers
         if entry.key[0] == "R":

@@ -9,6 +9,8 @@ the encoded bytes and copies section bytes verbatim.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from functools import lru_cache
 
 Buffer = bytes | bytearray | memoryview
 
@@ -131,7 +133,7 @@ class RouterAnnotations:
     as present so that they are stripped rather than forwarded.
     """
 
-    __slots__ = ("ingress", "phase", "present", "split", "to", "trace")
+    __slots__ = ("_routers", "ingress", "phase", "present", "split", "to", "trace")
 
     def __init__(self) -> None:
         self.ingress: str | None = None
@@ -141,7 +143,19 @@ class RouterAnnotations:
         self.present = False
         # The user entries as read (their byte runs, item count), so that rewriting the same
         # message does not split its annotations a second time.
-        self.split: tuple[list[bytes], int] | None = None
+        self.split: tuple[tuple[bytes, ...], int] | None = None
+        self._routers: frozenset[str] | None = None
+
+    @property
+    def routers(self) -> frozenset[str]:
+        """The ids of the routers in the trace, which routing must not send the message back to.
+
+        Computed once: a stream's messages share one parse (see read_annotations).
+        """
+        routers = self._routers
+        if routers is None:
+            routers = self._routers = frozenset(t.split("/", 1)[-1] for t in self.trace or ())
+        return routers
 
 
 # Returned for every message without router annotations, so the common case allocates nothing.
@@ -341,17 +355,16 @@ def get_to(buf: Buffer, s: Scan) -> str | None:
         ) from None
 
 
-def _split_annotations(buf: Buffer, s: Scan) -> tuple[bytes, list[bytes], int, list[int]]:
-    """Split the MA map into user entries, kept encoded, and router entries, kept as offsets.
+def _split_annotations(ma: bytes) -> tuple[list[bytes], int, list[int]]:
+    """Split the MA section `ma` into user entries, kept encoded, and router entries, kept as
+    offsets.
 
-    Returns (ma, runs, user_count, router): `ma` is a copy of the section, `runs` the byte runs
-    of consecutive user entries, `user_count` their key and value count, and `router` holds
-    (name offset, value offset, value end) triples into `ma` for each x-opt-qd.* key. Only
-    symbol keys can be router keys, because Qpid Dispatch matches symbols only. Keys are nearly
-    always sym8 and values small scalars, so both are sized inline rather than through _skip.
+    Returns (runs, user_count, router): `runs` are the byte runs of consecutive user entries,
+    `user_count` their key and value count, and `router` holds (name offset, value offset,
+    value end) triples into `ma` for each x-opt-qd.* key. Only symbol keys can be router keys,
+    because Qpid Dispatch matches symbols only. Keys are nearly always sym8 and values small
+    scalars, so both are sized inline rather than through _skip.
     """
-    base = s.ma_start
-    ma = bytes(buf[base : s.ma_end])
     end = len(ma)  # scan ended the section where the map's size field says the map ends
     runs: list[bytes] = []
     router: list[int] = []
@@ -366,7 +379,7 @@ def _split_annotations(buf: Buffer, s: Scan) -> tuple[bytes, list[bytes], int, l
             count = _U32(ma, j + 5)[0]
             k = j + 9
         else:  # a described null, the only other value scan lets through
-            return ma, runs, user, router
+            return runs, user, router
         if count & 1:
             raise MessageFormatError(f"map has an odd item count {count}")
         run = k
@@ -400,12 +413,8 @@ def _split_annotations(buf: Buffer, s: Scan) -> tuple[bytes, list[bytes], int, l
         if end > run:
             runs.append(ma[run:end])
     except _OUT_OF_BOUNDS:
-        raise MessageFormatError(f"message-annotations at offset {base} are truncated") from None
-    except MessageFormatError as e:
-        raise MessageFormatError(
-            f"in message-annotations at offset {base} (offsets below relative to it): {e}"
-        ) from None
-    return ma, runs, user, router
+        raise MessageFormatError("truncated") from None
+    return runs, user, router
 
 
 def _trace(ma: bytes, v: int, v_end: int) -> list[str] | None:
@@ -445,18 +454,13 @@ def _trace(ma: bytes, v: int, v_end: int) -> list[str] | None:
     return hops
 
 
-def read_annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
-    """Read the router's annotations, leaving user annotation values undecoded."""
-    if s.ma_start == s.ma_end:
-        return EMPTY_ANNOTATIONS
-    ma, runs, user, router = _split_annotations(buf, s)
-    if not router:
-        return EMPTY_ANNOTATIONS
+def _parse(ma: bytes) -> RouterAnnotations:
+    """Parse a message-annotations section; `present` is False when it has no router keys."""
+    runs, user, router = _split_annotations(ma)
     found = RouterAnnotations()
-    found.present = True
-    found.split = (runs, user)
+    found.present = bool(router)
+    found.split = (tuple(runs), user)
     fields = iter(router)
-    base = s.ma_start
     try:
         for a, v, v_end in zip(fields, fields, fields, strict=True):
             name = ma[a:v]
@@ -471,12 +475,37 @@ def read_annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
                 if signed is not None:
                     found.phase = int.from_bytes(ma[v + 1 : v_end], signed=signed)
     except _OUT_OF_BOUNDS:
-        raise MessageFormatError(f"message-annotations at offset {base} are truncated") from None
+        raise MessageFormatError("truncated") from None
+    return found
+
+
+# A stream's messages nearly always carry the same annotation bytes (the same ingress, trace and
+# to-override for every message one router forwards to the next), so one parse serves them all.
+# Sections longer than this are parsed afresh rather than kept.
+_CACHED_SECTION = 1024
+_parse_cached = lru_cache(maxsize=512)(_parse)
+
+
+def _annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
+    ma = bytes(buf[s.ma_start : s.ma_end])
+    try:
+        return _parse_cached(ma) if len(ma) <= _CACHED_SECTION else _parse(ma)
     except MessageFormatError as e:
         raise MessageFormatError(
-            f"in message-annotations at offset {base} (offsets below relative to it): {e}"
+            f"in message-annotations at offset {s.ma_start} (offsets below relative to it): {e}"
         ) from None
-    return found
+
+
+def read_annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
+    """Read the router's annotations, leaving user annotation values undecoded.
+
+    The result may be shared with other messages whose annotations are the same bytes, so
+    callers must not change it.
+    """
+    if s.ma_start == s.ma_end:
+        return EMPTY_ANNOTATIONS
+    found = _annotations(buf, s)
+    return found if found.present else EMPTY_ANNOTATIONS
 
 
 def _encode_str(value: str) -> bytes:
@@ -486,7 +515,7 @@ def _encode_str(value: str) -> bytes:
 
 
 def _router_entries(
-    ingress: str | None, trace: list[str] | None, to: str | None, phase: int | None
+    ingress: str | None, trace: tuple[str, ...] | None, to: str | None, phase: int | None
 ) -> list[bytes]:
     """Encode the router annotations to write, each in its smallest encoding."""
     out = []
@@ -512,12 +541,38 @@ def _router_entries(
     return out
 
 
+@lru_cache(maxsize=512)
+def _section(
+    runs: tuple[bytes, ...],
+    user: int,
+    ingress: str | None,
+    trace: tuple[str, ...] | None,
+    to: str | None,
+    phase: int | None,
+) -> bytes:
+    """Encode a message-annotations section: the user entries as they were, then the router's.
+
+    Kept, like the parse, because one stream's messages get the same section over and over.
+    A section with no entries is empty bytes rather than an empty map.
+    """
+    pieces = [*runs, *_router_entries(ingress, trace, to, phase)]
+    count = user + len(pieces) - len(runs)
+    if not count:
+        return b""
+    size = sum(map(len, pieces))
+    if size < 255 and count < 256:
+        head = _MA_MAP8 + bytes((size + 1, count))
+    else:
+        head = _MA_MAP32 + _PACK_U32_PAIR(size + 4, count)
+    return b"".join((head, *pieces))
+
+
 def rewrite(
     buf: Buffer,
     s: Scan,
     *,
     ingress: str | None = None,
-    trace: list[str] | None = None,
+    trace: Sequence[str] | None = None,
     to: str | None = None,
     phase: int | None = None,
     read: RouterAnnotations | None = None,
@@ -532,30 +587,19 @@ def rewrite(
     cannot decode survive intact, and every other section is copied byte for byte. A map left
     empty is dropped rather than encoded, because an empty section only costs bytes on the wire.
     """
-    pieces = _router_entries(ingress, trace, to, phase)
-    count = len(pieces)
     start = s.ma_start
     ma_end = s.ma_end
+    writes = ingress is not None or trace is not None or to is not None or bool(phase)
     if start != ma_end:
-        if read is not None and read.split is not None:
-            runs, user = read.split
-            has_router = True
-        else:
-            _, runs, user, router = _split_annotations(buf, s)
-            has_router = bool(router)
-        if not has_router and not count and user:
+        parsed = read if read is not None and read.split is not None else _annotations(buf, s)
+        runs, user = parsed.split  # type: ignore[misc]
+        if not parsed.present and not writes and user:
             return bytes(buf)
-        pieces = runs + pieces
-        count += user
-    elif not count:
+    elif not writes:
         return bytes(buf)
+    else:
+        runs, user = (), 0
+    section = _section(runs, user, ingress, None if trace is None else tuple(trace), to, phase)
     # Large messages are sliced through a memoryview so their bytes are copied once, by join.
     view = memoryview(buf) if len(buf) > 4096 else buf
-    if not count:
-        return b"".join((view[:start], view[ma_end:]))
-    size = sum(map(len, pieces))
-    if size < 255 and count < 256:
-        head = _MA_MAP8 + bytes((size + 1, count))
-    else:
-        head = _MA_MAP32 + _PACK_U32_PAIR(size + 4, count)
-    return b"".join((view[:start], head, *pieces, view[ma_end:]))
+    return b"".join((view[:start], section, view[ma_end:]))

@@ -395,6 +395,30 @@ def test_read_annotations_without_ma_returns_the_shared_empty_instance() -> None
     )
 
 
+def test_messages_with_the_same_annotations_share_one_parse() -> None:
+    def hop(trace: list[str], body: bytes) -> bytes:
+        ma = map_(
+            sym("x-opt-qd.ingress"),
+            string(trace[0]),
+            sym("x-opt-qd.trace"),
+            list_(*map(string, trace)),
+        )
+        return section(0x72, ma) + section(0x77, body)
+
+    first = annotations_of(hop(["0/A"], string("one")))
+    second = annotations_of(hop(["0/A"], string("two")))
+    other = annotations_of(hop(["0/A", "0/B"], string("one")))
+    assert first is second
+    assert first.routers == frozenset({"A"})
+    assert (other.trace, other.routers) == (["0/A", "0/B"], frozenset({"A", "B"}))
+    # A rewrite reuses the shared parse and leaves every other section as it was.
+    data = hop(["0/A"], string("two"))
+    out = rewrite(data, scan(data), ingress="0/A", trace=["0/A", "0/R"], to="t", read=second)
+    assert out.endswith(section(0x77, string("two")))
+    assert annotations_of(out).trace == ["0/A", "0/R"]
+    assert first.trace == ["0/A"]
+
+
 @pytest.mark.parametrize(
     "annotations",
     [
