@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import Generic, TypeVar
 
 MANAGEMENT_ADDRESS = "$management"
 
@@ -23,6 +24,8 @@ _TOKEN_SPLIT = re.compile(r"[./]")
 # Per-message lookups for anonymous senders hit this; distinct addresses beyond it (say, one
 # reply address per request) only cost a re-parse.
 _PARSE_CACHE_SIZE = 4096
+
+V = TypeVar("V")
 
 
 class Kind(StrEnum):
@@ -123,24 +126,28 @@ class AddressRule:
             raise ValueError("priority must be -1 (unset) or 0..9")
 
     def tokens(self) -> tuple[str, ...]:
-        """The normalised pattern this rule occupies in the table: a prefix `p` is `p/#`,
-        separators at either end are ignored and wildcard runs are rewritten as Dispatch does
-        (`#.#` -> `#`, `#.*` -> `*.#`), so equivalent spellings collide as duplicates."""
-        text = (self.prefix if self.pattern is None else self.pattern) or ""
-        raw = _TOKEN_SPLIT.split(text.strip(_SEPARATORS))
-        if self.pattern is None:
-            raw.append("#")
-        tokens: list[str] = []
-        wildcards: list[str] = []
-        for token in raw:
-            if token in ("*", "#"):
-                wildcards.append(token)
-            else:
-                tokens += _normalise_wildcards(wildcards)
-                wildcards.clear()
-                tokens.append(token)
-        tokens += _normalise_wildcards(wildcards)
-        return tuple(tokens)
+        return rule_tokens(self.prefix, self.pattern)
+
+
+def rule_tokens(prefix: str | None, pattern: str | None) -> tuple[str, ...]:
+    """The normalised pattern a prefix or pattern occupies in a TokenTree: a prefix `p` is
+    `p/#`, separators at either end are ignored and wildcard runs are rewritten as Dispatch does
+    (`#.#` -> `#`, `#.*` -> `*.#`), so equivalent spellings collide as duplicates."""
+    text = (prefix if pattern is None else pattern) or ""
+    raw = _TOKEN_SPLIT.split(text.strip(_SEPARATORS))
+    if pattern is None:
+        raw.append("#")
+    tokens: list[str] = []
+    wildcards: list[str] = []
+    for token in raw:
+        if token in ("*", "#"):
+            wildcards.append(token)
+        else:
+            tokens += _normalise_wildcards(wildcards)
+            wildcards.clear()
+            tokens.append(token)
+    tokens += _normalise_wildcards(wildcards)
+    return tuple(tokens)
 
 
 def _normalise_wildcards(run: list[str]) -> list[str]:
@@ -152,26 +159,26 @@ def _normalise_wildcards(run: list[str]) -> list[str]:
 DEFAULT_RULE = AddressRule(pattern="#")
 
 
-class _Node:
-    __slots__ = ("children", "hash", "rule", "star")
+class _Node(Generic[V]):
+    __slots__ = ("children", "hash", "star", "value")
 
     def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
-        self.star: _Node | None = None
-        self.hash: _Node | None = None
-        self.rule: AddressRule | None = None
+        self.children: dict[str, _Node[V]] = {}
+        self.star: _Node[V] | None = None
+        self.hash: _Node[V] | None = None
+        self.value: V | None = None
 
     def empty(self) -> bool:
-        return self.rule is None and not self.children and self.star is None and self.hash is None
+        return self.value is None and not self.children and self.star is None and self.hash is None
 
-    def child(self, token: str) -> _Node | None:
+    def child(self, token: str) -> _Node[V] | None:
         if token == "*":
             return self.star
         if token == "#":
             return self.hash
         return self.children.get(token)
 
-    def set_child(self, token: str, node: _Node | None) -> None:
+    def set_child(self, token: str, node: _Node[V] | None) -> None:
         if token == "*":
             self.star = node
         elif token == "#":
@@ -180,6 +187,43 @@ class _Node:
             del self.children[token]
         else:
             self.children[token] = node
+
+
+class TokenTree(Generic[V]):
+    """Values stored under normalised token patterns (see rule_tokens) and found for an address
+    with Dispatch's precedence: address rules and link routes match addresses alike."""
+
+    def __init__(self) -> None:
+        self._root: _Node[V] = _Node()
+
+    def add(self, tokens: tuple[str, ...], value: V) -> None:
+        node = self._root
+        for token in tokens:
+            nxt = node.child(token)
+            if nxt is None:
+                nxt = _Node()
+                node.set_child(token, nxt)
+            node = nxt
+        node.value = value
+
+    def remove(self, tokens: tuple[str, ...]) -> None:
+        path = [self._root]
+        for token in tokens:
+            nxt = path[-1].child(token)
+            assert nxt is not None
+            path.append(nxt)
+        path[-1].value = None
+        for depth in range(len(tokens), 0, -1):
+            if not path[depth].empty():
+                break
+            path[depth - 1].set_child(tokens[depth - 1], None)
+
+    def find(self, name: str) -> V | None:
+        """The value whose pattern best matches `name`, an address without scheme or class."""
+        # Leading separators are skipped as in Dispatch's tokenizer; `parse` has already dropped
+        # the one trailing separator Dispatch ignores.
+        name = name.lstrip(_SEPARATORS)
+        return _search_children(self._root, _TOKEN_SPLIT.split(name) if name else [], 0)
 
 
 class AddressTable:
@@ -194,7 +238,7 @@ class AddressTable:
     """
 
     def __init__(self, rules: Iterable[AddressRule], *, cache_size: int = 4096) -> None:
-        self._root = _Node()
+        self._tree: TokenTree[AddressRule] = TokenTree()
         self._rules: dict[tuple[str, ...], AddressRule] = {}
         self._cache: dict[str, AddressRule] = {}
         self._cache_size = cache_size
@@ -211,14 +255,7 @@ class AddressTable:
         tokens = rule.tokens()
         if tokens in self._rules:
             raise ValueError(f"a rule for {'.'.join(tokens)!r} already exists")
-        node = self._root
-        for token in tokens:
-            nxt = node.child(token)
-            if nxt is None:
-                nxt = _Node()
-                node.set_child(token, nxt)
-            node = nxt
-        node.rule = rule
+        self._tree.add(tokens, rule)
         self._rules[tokens] = rule
         self._cache.clear()
 
@@ -228,16 +265,7 @@ class AddressTable:
         if self._rules.get(tokens) != rule:
             raise KeyError(rule)
         del self._rules[tokens]
-        path = [self._root]
-        for token in tokens:
-            nxt = path[-1].child(token)
-            assert nxt is not None
-            path.append(nxt)
-        path[-1].rule = None
-        for depth in range(len(tokens), 0, -1):
-            if not path[depth].empty():
-                break
-            path[depth - 1].set_child(tokens[depth - 1], None)
+        self._tree.remove(tokens)
         self._cache.clear()
 
     def lookup(self, address: str) -> AddressRule:
@@ -249,31 +277,23 @@ class AddressTable:
             destination = parse(address, "")
             rule = DEFAULT_RULE
             if destination.kind is Kind.MOBILE:
-                tokens = _address_tokens(destination.key[2:])
-                rule = _search_children(self._root, tokens, 0) or DEFAULT_RULE
+                rule = self._tree.find(destination.key[2:]) or DEFAULT_RULE
             if len(self._cache) >= self._cache_size:
                 del self._cache[next(iter(self._cache))]
             self._cache[address] = rule
         return rule
 
 
-def _address_tokens(name: str) -> list[str]:
-    # Leading separators are skipped as in Dispatch's tokenizer; `parse` has already dropped the
-    # one trailing separator Dispatch ignores.
-    name = name.lstrip(_SEPARATORS)
-    return _TOKEN_SPLIT.split(name) if name else []
-
-
 # The search visits candidates in Dispatch's precedence: at each token an exact child, then `*`,
 # then `#` (consuming as few tokens as possible first), backtracking when a branch dead-ends.
 # The first rule reached wins. Recursion depth is bounded by the deepest rule, not the address.
-def _search(node: _Node, tokens: list[str], i: int) -> AddressRule | None:
-    if i == len(tokens) and node.rule is not None:
-        return node.rule
+def _search(node: _Node[V], tokens: list[str], i: int) -> V | None:
+    if i == len(tokens) and node.value is not None:
+        return node.value
     return _search_children(node, tokens, i)
 
 
-def _search_children(node: _Node, tokens: list[str], i: int) -> AddressRule | None:
+def _search_children(node: _Node[V], tokens: list[str], i: int) -> V | None:
     if i < len(tokens):
         exact = node.children.get(tokens[i])
         if exact is not None and (found := _search(exact, tokens, i + 1)) is not None:
@@ -285,5 +305,5 @@ def _search_children(node: _Node, tokens: list[str], i: int) -> AddressRule | No
         for j in range(i, len(tokens)):
             if (found := _search_children(hashed, tokens, j)) is not None:
                 return found
-        return hashed.rule
+        return hashed.value
     return None
