@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -26,6 +27,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from router.addressing import rule_tokens
+
 AMQP_PORT = 5672
 
 Mode = Literal["standalone", "interior", "edge"]
@@ -34,6 +37,7 @@ SaslMechanism = Literal["ANONYMOUS", "PLAIN"]
 StripAnnotations = Literal["in", "out", "both", "no"]
 Distribution = Literal["closest", "balanced", "multicast"]
 Undeliverable = Literal["drop", "hold", "redirect"]
+Direction = Literal["in", "out"]
 
 # Roles that carry router traffic: Dispatch never strips router annotations on them, whatever
 # stripAnnotations says, and only inter-router connections have a cost.
@@ -133,6 +137,24 @@ def _tokens(value: str, kind: str) -> list[str]:
             " non-empty and contain no spaces"
         )
     return tokens
+
+
+def _check_prefix(value: str | None) -> str | None:
+    if value is not None:
+        for token in _tokens(value, "prefix"):
+            if "*" in token or "#" in token:
+                raise ValueError(f"{value!r} is not a valid prefix: use pattern for wildcards")
+    return value
+
+
+def _check_pattern(value: str | None) -> str | None:
+    if value is not None:
+        for token in _tokens(value, "pattern"):
+            if token not in ("*", "#") and ("*" in token or "#" in token):
+                raise ValueError(
+                    f"{value!r} is not a valid pattern: '*' and '#' must be whole tokens"
+                )
+    return value
 
 
 def _check_id(value: str) -> str:
@@ -375,25 +397,8 @@ class Address(_Strict):
         default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps the message's."
     )
 
-    @field_validator("prefix")
-    @classmethod
-    def _prefix(cls, value: str | None) -> str | None:
-        if value is not None:
-            for token in _tokens(value, "prefix"):
-                if "*" in token or "#" in token:
-                    raise ValueError(f"{value!r} is not a valid prefix: use pattern for wildcards")
-        return value
-
-    @field_validator("pattern")
-    @classmethod
-    def _pattern(cls, value: str | None) -> str | None:
-        if value is not None:
-            for token in _tokens(value, "pattern"):
-                if token not in ("*", "#") and ("*" in token or "#" in token):
-                    raise ValueError(
-                        f"{value!r} is not a valid pattern: '*' and '#' must be whole tokens"
-                    )
-        return value
+    _prefix = field_validator("prefix")(_check_prefix)
+    _pattern = field_validator("pattern")(_check_pattern)
 
     @field_validator("fallbackAddress")
     @classmethod
@@ -419,6 +424,56 @@ class Address(_Strict):
     def key(self) -> str:
         """``prefix:X`` or ``pattern:X``: identifies the entry in messages and duplicate checks."""
         return f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
+
+
+class LinkRoute(_Strict):
+    """Links whose address matches go, attach and all, to a container such as a broker:
+    Dispatch's ``linkRoute`` entity."""
+
+    prefix: str | None = Field(
+        default=None,
+        description="Matches this address and any below it, whole tokens split by '.' or '/'.",
+    )
+    pattern: str | None = Field(
+        default=None,
+        description="Tokens split by '.' or '/'; '*' matches one token, '#' zero or more.",
+    )
+    direction: Direction = Field(
+        description="in: links on which clients send (to the container); out: links on which"
+        " clients receive (from it)."
+    )
+    containerId: str | None = Field(
+        default=None,
+        description="The container the links go to: the container-id its AMQP Open announces,"
+        " on a route-container connection.",
+    )
+    connection: str | None = Field(
+        default=None,
+        description="The links go over this route-container connector or listener (its name).",
+    )
+    addExternalPrefix: str | None = Field(
+        default=None, description="Put in front of the address on the container's side."
+    )
+    delExternalPrefix: str | None = Field(
+        default=None, description="Taken off the front of the address on the container's side."
+    )
+
+    _prefix = field_validator("prefix")(_check_prefix)
+    _pattern = field_validator("pattern")(_check_pattern)
+
+    @model_validator(mode="after")
+    def _consistency(self) -> Self:
+        if (self.prefix is None) == (self.pattern is None):
+            raise ValueError("exactly one of prefix or pattern is required")
+        if (self.containerId is None) == (self.connection is None):
+            raise ValueError("exactly one of containerId or connection is required")
+        return self
+
+    @property
+    def key(self) -> str:
+        """Identifies the entry in messages and duplicate checks."""
+        match = f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
+        return f"{match} direction:{self.direction}"
 
 
 class RouterSettings(_Strict):
@@ -549,6 +604,7 @@ class RouterConfig(_Strict):
     listeners: list[Listener] = Field(default_factory=list)
     connectors: list[Connector] = Field(default_factory=list)
     addresses: list[Address] = Field(default_factory=list)
+    linkRoutes: list[LinkRoute] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Self:
@@ -562,6 +618,11 @@ class RouterConfig(_Strict):
             "connectors", [(ctr.name, f"name {ctr.name!r}") for ctr in self.connectors]
         )
         _reject_duplicates("addresses", [(a.key, a.key) for a in self.addresses])
+        # Equivalent spellings ("a.b" and "a/b") are one route, as in the routers' tables.
+        _reject_duplicates(
+            "linkRoutes",
+            [((r.direction, rule_tokens(r.prefix, r.pattern)), r.key) for r in self.linkRoutes],
+        )
         return self
 
     @model_validator(mode="after")
@@ -585,8 +646,8 @@ class RouterConfig(_Strict):
         return self
 
 
-def _reject_duplicates(field: str, keys: list[tuple[str, str]]) -> None:
-    first: dict[str, int] = {}
+def _reject_duplicates(field: str, keys: list[tuple[Hashable, str]]) -> None:
+    first: dict[Hashable, int] = {}
     for index, (key, shown) in enumerate(keys):
         if key in first:
             raise ValueError(f"{field}[{index}]: duplicate {shown} (also {field}[{first[key]}])")

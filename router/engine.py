@@ -28,6 +28,8 @@ from router.connector import Connectors
 from router.edge import Edge
 from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message, new_delivery
 from router.interrouter import Network
+from router.linkroutes import link_route_table
+from router.linkrouting import LinkRouter
 from router.links import Forward, Link
 from router.log import get_logger
 from router.management import Agent
@@ -105,6 +107,7 @@ class Router:
             self.edge = self.fwd.edge = Edge(self)
         self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
         self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
+        self.linkrouter = LinkRouter(self, link_route_table(config))
         self.sel = selectors.DefaultSelector()
         self.bufs = IOBuffers()
         self.msgbuf = bytearray(64 * 1024)
@@ -130,7 +133,7 @@ class Router:
             lib.PN_SESSION_REMOTE_CLOSE: self.on_session_close,
             lib.PN_LINK_REMOTE_OPEN: self.on_link_open,
             lib.PN_LINK_REMOTE_CLOSE: self.on_link_close,
-            lib.PN_LINK_REMOTE_DETACH: self.on_link_close,
+            lib.PN_LINK_REMOTE_DETACH: self.on_link_detach,
             lib.PN_LINK_FLOW: self.on_link_flow,
             lib.PN_DELIVERY: self.on_delivery,
             lib.PN_TRANSPORT_ERROR: self.on_transport_error,
@@ -390,6 +393,8 @@ class Router:
             return
         # First, so that what the links had queued is not routed back onto them.
         self.uplink_closed(conn)
+        conn.closing = True
+        self.linkrouter.connection_closed(conn)
         links = list(conn.links)
         for link in links:
             self.links.pop(link.pn, None)
@@ -434,8 +439,11 @@ class Router:
         self.on_connection_opened(conn)
 
     def on_connection_opened(self, conn: Connection) -> None:
-        """Both ends' Opens are done: an inter-router connection starts its protocol here."""
-        if self.network is not None and conn.role == "inter-router":
+        """Both ends' Opens are done: an inter-router connection starts its protocol here, and
+        a route-container's link routes become available."""
+        if conn.role == "route-container":
+            self.linkrouter.containers_changed()
+        elif self.network is not None and conn.role == "inter-router":
             self.network.connection_opened(conn)
             self.fwd.touched.add(conn)
         elif self.edge is not None and conn.role == "edge" and not conn.inbound:
@@ -456,6 +464,7 @@ class Router:
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
+        self.linkrouter.connection_closed(conn)
         lib.pn_connection_close(conn.pn)
         self.dirty.add(conn)
 
@@ -499,6 +508,7 @@ class Router:
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
+        self.linkrouter.connection_closed(conn)
         lib.pn_connection_close(c)
 
     def on_session_open(self, conn: Connection, ev: Any) -> None:
@@ -517,6 +527,10 @@ class Router:
     def on_link_open(self, conn: Connection, ev: Any) -> None:
         p = lib.pn_event_link(ev)
         if not lib.pn_link_state(p) & lib.PN_LOCAL_UNINIT:
+            # Our attach went first: a link we opened, such as a routed link's far half.
+            link = self.links.get(p)
+            if link is not None and link.kind == "routed":
+                self.linkrouter.answered(link)
             return
         link = self.register_link(p, conn, bool(lib.pn_link_is_receiver(p)))
         incoming = link.incoming
@@ -531,6 +545,9 @@ class Router:
             and conn.role == "inter-router"
             and self.network.link_attached(link)
         ):
+            self.fwd.touched.add(conn)
+            return
+        if self.linkrouter.table and self.linkrouter.attach(link):
             self.fwd.touched.add(conn)
             return
         remote_source = lib.pn_link_remote_source(p)
@@ -591,10 +608,25 @@ class Router:
 
     def on_link_close(self, conn: Connection, ev: Any) -> None:
         link = self.links.get(lib.pn_event_link(ev))
-        if link is not None:
+        if link is None:
+            return
+        if link.kind == "routed":
+            self.linkrouter.detached(link, closed=True)
+        else:
             self.detach(link)
 
-    def detach(self, link: Link) -> None:
+    def on_link_detach(self, conn: Connection, ev: Any) -> None:
+        """A detach that keeps the link's state at the peer (a durable subscription, say):
+        passed on as such on a routed link, and otherwise the same as a close here."""
+        link = self.links.get(lib.pn_event_link(ev))
+        if link is None:
+            return
+        if link.kind == "routed":
+            self.linkrouter.detached(link, closed=False)
+        else:
+            self.detach(link)
+
+    def detach(self, link: Link, closed: bool = True) -> None:
         """Resolve the link's deliveries, answer the detach, and let Proton free the link."""
         self.links.pop(link.pn, None)
         link.conn.links.discard(link)
@@ -604,14 +636,21 @@ class Router:
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn
         if not lib.pn_link_state(p) & lib.PN_LOCAL_CLOSED:
-            lib.pn_link_close(p)
+            if closed:
+                lib.pn_link_close(p)
+            else:
+                lib.pn_link_detach(p)
         lib.pn_link_free(p)
         self.fwd.touched.add(link.conn)
         log.debug("link.detached", conn=link.conn.conn_id, link=link.identity)
 
     def on_link_flow(self, conn: Connection, ev: Any) -> None:
         link = self.links.get(lib.pn_event_link(ev))
-        if link is not None and not link.incoming:
+        if link is None:
+            return
+        if link.kind == "routed":
+            self.linkrouter.flow(link)
+        elif not link.incoming:
             self.fwd.pump(link)
 
     def on_delivery(self, conn: Connection, ev: Any) -> None:
@@ -619,10 +658,20 @@ class Router:
         if link is None:
             return
         d = lib.pn_event_delivery(ev)
-        if link.incoming:
+        if link.kind == "routed":
+            self.routed_delivery(link, d)
+        elif link.incoming:
             self.incoming(link, d)
         else:
             self.fwd.outgoing_update(link, d)
+
+    def routed_delivery(self, link: Link, d: Any) -> None:
+        if link.incoming and lib.pn_link_current(link.pn) == d:
+            data = self.receive(link, d)
+            if data is not None:
+                self.linkrouter.transfer(link, d, data)
+        else:
+            self.linkrouter.update(link, d)
 
     def on_transport_error(self, conn: Connection, ev: Any) -> None:
         cond = get_condition(lib.pn_transport_condition(conn.transport))
@@ -653,36 +702,9 @@ class Router:
                 fwd.in_d = None
                 lib.pn_delivery_settle(d)
             return
-        if lib.pn_delivery_aborted(d):
-            link.partial = None
-            lib.pn_link_advance(p)
-            lib.pn_delivery_settle(d)
-            self.fwd.credit_dirty.add(link)
+        data = self.receive(link, d)
+        if data is None:
             return
-        if not lib.pn_delivery_readable(d):
-            return
-        pending = lib.pn_delivery_pending(d)
-        if lib.pn_delivery_partial(d) or link.partial is not None:
-            # A large message arrives in frames: collect it so Proton's buffer stays small.
-            buf = link.partial
-            if buf is None:
-                buf = link.partial = bytearray()
-            start = len(buf)
-            buf.extend(bytes(pending))
-            got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
-            del buf[start + max(got, 0) :]
-            if lib.pn_delivery_partial(d):
-                return
-            link.partial = None
-            data: bytes | bytearray = buf
-        else:
-            if pending > len(self.msgbuf):
-                self.msgbuf = bytearray(pending)
-                self.msgbuf_c = ffi.from_buffer(self.msgbuf)
-            got = lib.pn_link_recv(p, self.msgbuf_c, pending)
-            # An empty transfer reads as PN_EOS (-1): zero bytes, rejected below as no message.
-            data = ffi.unpack(self.msgbuf_c, max(got, 0))
-        lib.pn_link_advance(p)
         fwd = self.fwd
         fwd.credit_dirty.add(link)
         presettled = bool(lib.pn_delivery_settled(d))
@@ -734,6 +756,42 @@ class Router:
         fwd.route(Message(data, s, effective, ann, address), entry, forward, link)
         if link.anonymous:
             fwd.forget_if_idle(entry)
+
+    def receive(self, link: Link, d: Any) -> bytes | bytearray | None:
+        """The message of `link`'s current delivery once all of it is there, the delivery
+        advanced past; None until then, and for an aborted one (settled and forgotten)."""
+        p = link.pn
+        if lib.pn_delivery_aborted(d):
+            link.partial = None
+            lib.pn_link_advance(p)
+            lib.pn_delivery_settle(d)
+            self.fwd.credit_dirty.add(link)  # its credit is used: top it up
+            return None
+        if not lib.pn_delivery_readable(d):
+            return None
+        pending = lib.pn_delivery_pending(d)
+        if lib.pn_delivery_partial(d) or link.partial is not None:
+            # A large message arrives in frames: collect it so Proton's buffer stays small.
+            buf = link.partial
+            if buf is None:
+                buf = link.partial = bytearray()
+            start = len(buf)
+            buf.extend(bytes(pending))
+            got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
+            del buf[start + max(got, 0) :]
+            if lib.pn_delivery_partial(d):
+                return None
+            link.partial = None
+            data: bytes | bytearray = buf
+        else:
+            if pending > len(self.msgbuf):
+                self.msgbuf = bytearray(pending)
+                self.msgbuf_c = ffi.from_buffer(self.msgbuf)
+            got = lib.pn_link_recv(p, self.msgbuf_c, pending)
+            # An empty transfer reads as PN_EOS (-1): zero bytes, rejected below as no message.
+            data = ffi.unpack(self.msgbuf_c, max(got, 0))
+        lib.pn_link_advance(p)
+        return data
 
     def refuse_message(self, link: Link, d: Any, presettled: bool, error: str, why: str) -> None:
         """A message the router cannot route is rejected (or dropped if pre-settled); the link

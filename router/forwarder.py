@@ -691,6 +691,8 @@ class Forwarder:
         """
         if link.conn.closing or lib.pn_link_state(link.pn) & lib.PN_LOCAL_CLOSED:
             return
+        if link.kind == "routed":
+            return  # its credit mirrors its partner's (router/linkrouting.py)
         if self.draining and link.kind == "endpoint":
             return
         entry = link.entry

@@ -241,8 +241,14 @@ class Network:
         log.info("network.topology", routers=sorted(routes.cost), radius=routes.radius)
 
     def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
+        """A router's advertised keys: mobile addresses (`M`) go to the forwarder, link routes
+        (`C`/`D`/`E`/`F`, whose container that router has) to the link router; other classes
+        are not routed by key."""
         log.debug("network.addresses", router=router_id, count=len(addresses))
-        self.router.fwd.remote_addresses(router_id, addresses)
+        mobile = {key: hint for key, hint in addresses.items() if key[:1] == "M"}
+        self.router.fwd.remote_addresses(router_id, mobile)
+        routes = {key for key in addresses if key[:1] in ("C", "D", "E", "F")}
+        self.router.linkrouter.remote_routes(router_id, routes)
 
     def duplicate_router(self, router_id: str, detail: str) -> None:
         log.error("network.duplicate_router_id", id=router_id, detail=detail)

@@ -30,6 +30,7 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "listener": lambda: listener_rows(router),
         PREFIX + "connector": lambda: connector_rows(router),
         PREFIX + "router.node": lambda: node_rows(router),
+        PREFIX + "router.config.linkRoute": lambda: link_route_rows(router),
     }
 
 
@@ -38,6 +39,7 @@ LINK_TYPES = {
     "edge": "endpoint",
     "control": "router-control",
     "data": "inter-router",
+    "routed": "endpoint",
 }
 
 
@@ -77,7 +79,7 @@ def router_row(router: Router) -> dict[str, Any]:
         "uptimeSeconds": int(time.time() - router.started),
         "memoryUsage": memory_usage(),
         "area": "0",
-        "linkRouteCount": 0,
+        "linkRouteCount": len(router.linkrouter.table.rules),
         "autoLinkCount": 0,
         "linkCount": len(router.links),
         "nodeCount": len(router.network.routes.cost) if router.network is not None else 0,
@@ -190,6 +192,55 @@ def address_rows(router: Router) -> list[dict[str, Any]]:
                 "deliveriesToContainer": 0,
                 "deliveriesFromContainer": 0,
                 "priority": entry.rule.priority,
+            }
+        )
+    linkrouter = router.linkrouter
+    for rule in linkrouter.table.rules:
+        remote = sorted(linkrouter.remote.get(rule.key, ()))
+        rows.append(
+            {
+                "name": rule.key,
+                "identity": rule.key,
+                "type": PREFIX + "router.address",
+                "key": rule.key,
+                "distribution": "linkBalanced",
+                "inProcess": 0,
+                "subscriberCount": 0,
+                "remoteCount": len(remote),
+                "containerCount": 1 if linkrouter.local_container(rule) else 0,
+                "remoteHostRouters": remote,
+                "deliveriesIngress": 0,
+                "deliveriesEgress": 0,
+                "deliveriesTransit": 0,
+                "deliveriesToContainer": 0,
+                "deliveriesFromContainer": 0,
+                "priority": -1,
+            }
+        )
+    return sorted(rows, key=lambda row: row["key"])
+
+
+def link_route_rows(router: Router) -> list[dict[str, Any]]:
+    """Link routes as `qdmanage query --type linkRoute` lists them; operStatus is active while
+    the route's container is connected here."""
+    rows = []
+    linkrouter = router.linkrouter
+    for index, rule in enumerate(linkrouter.table.rules):
+        name = f"linkRoute/{index}"
+        rows.append(
+            {
+                "name": name,
+                "identity": name,
+                "type": PREFIX + "router.config.linkRoute",
+                "prefix": rule.prefix,
+                "pattern": rule.pattern,
+                "addExternalPrefix": rule.add_prefix,
+                "delExternalPrefix": rule.del_prefix,
+                "containerId": rule.container_id,
+                "connection": rule.connection,
+                "distribution": "linkBalanced",
+                "direction": rule.direction,
+                "operStatus": "active" if linkrouter.local_container(rule) else "inactive",
             }
         )
     return rows

@@ -70,7 +70,9 @@ class Link:
         "kind",
         "modified",
         "name",
+        "pairs",
         "partial",
+        "peer",
         "pn",
         "presettle",
         "presettled",
@@ -80,6 +82,7 @@ class Link:
         "released",
         "tag",
         "unsettled",
+        "waiting",
     )
 
     def __init__(self, pn: Any, conn: Connection, incoming: bool, identity: int) -> None:
@@ -90,7 +93,8 @@ class Link:
         self.name = ""
         self.address: str | None = None
         self.anonymous = False
-        # "endpoint" (a client's), or an inter-router link: "control" or "data"
+        # "endpoint" (a client's), an inter-router link ("control" or "data"), "edge", or
+        # "routed": one of a link-routed pair (router/linkrouting.py)
         self.kind = "endpoint"
         self.priority = 4
         self.entry: AddressEntry | None = None
@@ -115,6 +119,11 @@ class Link:
         # incoming deliveries settled more than 1 s / 10 s after they arrived (qdstat -l)
         self.delayed1 = 0
         self.delayed10 = 0
+        # routed links: the partner link, delivery -> partner delivery, and transfers that
+        # wait for the partner's credit
+        self.peer: Link | None = None
+        self.pairs: dict[Any, Any] = {}
+        self.waiting: deque[tuple[bytes | bytearray, Any]] = deque()
 
     @property
     def outstanding(self) -> int:

@@ -25,6 +25,7 @@ CONNECTION = PREFIX + "connection"
 LINK = PREFIX + "router.link"
 ADDRESS = PREFIX + "router.address"
 NODE = PREFIX + "router.node"
+LINK_ROUTE = PREFIX + "router.config.linkRoute"
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
 _ENTITY = PREFIX + "entity"
@@ -213,6 +214,20 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "lastTopoChange",
         *_BASE_ATTRIBUTES,
     ),
+    LINK_ROUTE: (
+        "name",
+        "identity",
+        "type",
+        "prefix",
+        "pattern",
+        "addExternalPrefix",
+        "delExternalPrefix",
+        "containerId",
+        "connection",
+        "distribution",
+        "direction",
+        "operStatus",
+    ),
 }
 
 _NODE_OPERATIONS = (
@@ -249,6 +264,7 @@ _TYPES: dict[str, _Type] = {
     LINK: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK]),
     ADDRESS: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[ADDRESS]),
     NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[NODE]),
+    LINK_ROUTE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK_ROUTE]),
 }
 # An untyped QUERY defaults to every attribute of every type, in first-seen order.
 _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))

@@ -7,6 +7,8 @@ difference, without dropping anything that need not go:
   senders' credit is recomputed, deliveries held under a rule that no longer holds them are
   routed again (delivered, redirected or released as the new rule says), and an interior
   router re-announces the distribution of addresses it has consumers for;
+- link routes: a new table; links routed already stay as they are, new attaches follow the
+  new routes, and an interior router re-advertises the routes whose container it has;
 - listeners, by HOST:PORT: new ones bound, removed ones stop accepting (connections they
   accepted stay), changed settings apply to connections accepted from then on;
 - connectors, by name: new ones start dialling, removed ones stop and close their connection
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from router import sasl
 from router.addressing import AddressTable
 from router.config import ConfigError, RouterConfig, parse_config_text
+from router.linkroutes import link_route_table
 from router.log import get_logger
 
 if TYPE_CHECKING:
@@ -97,6 +100,7 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
         log.error("config.invalid", source=source, error=f"addresses: {e}")
         return []
     changes = _addresses(router, new, table)
+    changes += _link_routes(router, new)
     changes += _listeners(router, new)
     changes += _connectors(router, new)
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
@@ -118,6 +122,20 @@ def _addresses(router: Router, new: RouterConfig, table: AddressTable) -> list[s
     if not changes:
         return []
     rules_changed(router, table)
+    return changes
+
+
+def _link_routes(router: Router, new: RouterConfig) -> list[str]:
+    old = {r.key: r for r in router.config.linkRoutes}
+    now = {r.key: r for r in new.linkRoutes}
+    changes = [f"linkRoute -{key}" for key in old if key not in now]
+    changes += [
+        f"linkRoute {'~' if key in old else '+'}{key}"
+        for key, r in now.items()
+        if old.get(key) != r
+    ]
+    if changes:
+        router.linkrouter.set_table(link_route_table(new))
     return changes
 
 

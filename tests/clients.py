@@ -146,8 +146,8 @@ class World:
 class Client(MessagingHandler):
     """One AMQP connection to the router, on which links are made."""
 
-    def __init__(self, world: World, url: str, **kwargs: Any) -> None:
-        super().__init__(prefetch=0)
+    def __init__(self, world: World, url: str, *, auto_accept: bool = True, **kwargs: Any) -> None:
+        super().__init__(prefetch=0, auto_accept=auto_accept)
         self.world = world
         self.errors: list[str] = []
         self.opened = False

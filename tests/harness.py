@@ -52,8 +52,10 @@ class RouterProcess:
         host: str = "127.0.0.1",
         extra_args: list[str] | None = None,
         router: dict[str, Any] | None = None,
+        sections: dict[str, Any] | None = None,
     ) -> None:
-        """`router` holds more settings for the router entity (e.g. saslConfigDir)."""
+        """`router` holds more settings for the router entity (e.g. saslConfigDir); `sections`
+        more top-level sections (connectors, linkRoutes)."""
         self.id = router_id
         self.host = host
         self.port = free_port(host)
@@ -67,6 +69,7 @@ class RouterProcess:
             "router": {"id": router_id, "drainTimeoutSeconds": DRAIN_SECONDS, **(router or {})},
             "listeners": self.listeners,
             "addresses": addresses or [],
+            **(sections or {}),
         }
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"{router_id}.json"

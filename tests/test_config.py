@@ -211,7 +211,7 @@ def test_valid_patterns(pattern: str) -> None:
             "router.mode: 'mesh' is invalid: input should be 'standalone', 'interior' or 'edge'",
         ),
         ({"router": {"id": "R1", "colour": "red"}}, "router.colour: unknown key"),
-        ({"router": {"id": "R1"}, "linkRoutes": []}, "linkRoutes: unknown key"),
+        ({"router": {"id": "R1"}, "autoLinks": []}, "autoLinks: unknown key"),
         (
             config(listeners=[{"port": "abc"}]),
             """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
@@ -516,7 +516,13 @@ def test_empty_file_reports_missing_router(tmp_path: Path) -> None:
 
 def test_schema_describes_the_file() -> None:
     schema = config_schema()
-    assert set(schema["properties"]) == {"router", "listeners", "connectors", "addresses"}
+    assert set(schema["properties"]) == {
+        "router",
+        "listeners",
+        "connectors",
+        "addresses",
+        "linkRoutes",
+    }
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]
     assert {"type": "string", "pattern": r"^(\d+|amqp)$"} in listener["properties"]["port"]["anyOf"]

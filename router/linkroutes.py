@@ -1,0 +1,121 @@
+"""Link routes: which links go, attach and all, to a container such as a broker.
+
+A message route picks a destination per message; a link route picks one per link: the client's
+attach is passed on hop by hop until it reaches the container, and from then on the link's
+transfers, dispositions and credit are relayed along that path untouched. This module holds the
+pure part: matching an address to a route (with Dispatch's prefix/pattern precedence), the
+routing-table keys Dispatch uses for routes (`C`/`D` for prefixes, `E`/`F` for patterns, in/out),
+and the external-prefix rewriting of addresses on the container's side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from router.addressing import TokenTree, parse, rule_tokens
+from router.config import RouterConfig
+
+# The hint link-route keys carry in mobile address updates: Dispatch's "link-balanced".
+LINK_BALANCED = 4
+NO_ROUTE = "qd:no-route-to-dest"
+LINK_LOST = "qd:routed-link-lost"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRouteRule:
+    """One link route. `direction` is seen from the client: "in" for links on which the client
+    sends (into the router), "out" for links on which it receives."""
+
+    direction: str
+    prefix: str | None = None
+    pattern: str | None = None
+    container_id: str | None = None
+    connection: str | None = None
+    add_prefix: str | None = None
+    del_prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("in", "out"):
+            raise ValueError("direction must be 'in' or 'out'")
+        if (self.prefix is None) == (self.pattern is None):
+            raise ValueError("exactly one of 'prefix' and 'pattern' must be given")
+        if (self.container_id is None) == (self.connection is None):
+            raise ValueError("exactly one of 'container_id' and 'connection' must be given")
+
+    @property
+    def key(self) -> str:
+        """The routing-table key, as Dispatch hashes it: what a router with the container
+        advertises to the others in its mobile address updates."""
+        if self.prefix is not None:
+            return ("C" if self.direction == "in" else "D") + self.prefix
+        return ("E" if self.direction == "in" else "F") + (self.pattern or "")
+
+    def tokens(self) -> tuple[str, ...]:
+        return rule_tokens(self.prefix, self.pattern)
+
+    def serves(self, container_id: str | None, connection_name: str) -> bool:
+        """Whether links of this route go to a route-container connection with this peer
+        container id and this (listener's or connector's) name."""
+        if self.container_id is not None:
+            return self.container_id == container_id
+        return self.connection == connection_name
+
+    def external(self, address: str) -> str:
+        """The address the container sees: delExternalPrefix taken off, addExternalPrefix put
+        on."""
+        if self.del_prefix and address.startswith(self.del_prefix):
+            address = address[len(self.del_prefix) :]
+        if self.add_prefix:
+            address = self.add_prefix + address
+        return address
+
+
+class LinkRouteTable:
+    """Link routes by direction, indexed like address rules. Equivalent prefixes or patterns
+    in one direction are refused, as Dispatch refuses them."""
+
+    def __init__(self, rules: Iterable[LinkRouteRule] = ()) -> None:
+        self._trees: dict[str, TokenTree[LinkRouteRule]] = {"in": TokenTree(), "out": TokenTree()}
+        self._rules: dict[tuple[str, tuple[str, ...]], LinkRouteRule] = {}
+        for rule in rules:
+            tokens = rule.tokens()
+            if (rule.direction, tokens) in self._rules:
+                raise ValueError(
+                    f"a link route for {'.'.join(tokens)!r} direction {rule.direction} exists"
+                )
+            self._rules[(rule.direction, tokens)] = rule
+            self._trees[rule.direction].add(tokens, rule)
+
+    @property
+    def rules(self) -> tuple[LinkRouteRule, ...]:
+        return tuple(self._rules.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def lookup(self, address: str | None, direction: str) -> LinkRouteRule | None:
+        """The route for a link with this address, if any. Only mobile addresses are link
+        routed: `_local`, `_topo`, `_edge` and `$management` always stay with the router."""
+        if not self._rules or not address:
+            return None
+        destination = parse(address, "")
+        if destination.key[0] != "M":
+            return None
+        return self._trees[direction].find(destination.key[2:])
+
+
+def link_route_table(config: RouterConfig) -> LinkRouteTable:
+    """The table for a configuration's `linkRoutes` (which validation made conflict-free)."""
+    return LinkRouteTable(
+        LinkRouteRule(
+            direction=r.direction,
+            prefix=r.prefix,
+            pattern=r.pattern,
+            container_id=r.containerId,
+            connection=r.connection,
+            add_prefix=r.addExternalPrefix,
+            del_prefix=r.delExternalPrefix,
+        )
+        for r in config.linkRoutes
+    )

@@ -1,0 +1,326 @@
+"""Link routing in the engine: a client's link relayed, attach to detach, to a container.
+
+When a client attaches a link whose address matches a link route (router/linkroutes.py), the
+router does not answer at once. It attaches a link of the same name, termini and settlement
+modes toward the container: on the container's own route-container connection when it is
+connected here, else toward the interior router that advertises the route (which does the
+same), else, on an edge, up to its interior. The client's attach is answered with what the
+container answered, and from then on the two links are a pair:
+
+- transfers are copied across byte for byte (no router annotations: the message is the
+  container's business); pre-settled ones stay pre-settled;
+- dispositions and settlement travel back, delivery for delivery;
+- credit follows the receiving end: what the container grants on a client's sending link is
+  what the client is granted, and a client receiver's credit (and drain) is passed on to the
+  container;
+- a detach or close on either side is passed on with its error; a lost connection detaches the
+  other side with `qd:routed-link-lost`, as Dispatch does. A link with no route is refused with
+  `qd:no-route-to-dest`.
+
+The router holds no message for longer than it takes to copy it: its deliveries exist only
+while their partner does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from router.forwarder import TERMINAL, copy_disposition, new_delivery
+from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule, LinkRouteTable
+from router.links import Link
+from router.log import get_logger
+from router.pn import cbytes, copy_condition, lib, set_condition, text
+
+if TYPE_CHECKING:
+    from router.connection import Connection
+    from router.engine import Router
+
+log = get_logger("router.linkroute")
+
+
+class LinkRouter:
+    def __init__(self, router: Router, table: LinkRouteTable) -> None:
+        self.router = router
+        self.table = table
+        # route key -> routers that advertise it (a container of theirs serves it)
+        self.remote: dict[str, set[str]] = {}
+        self.advertised: set[str] = set()
+        self.sessions: dict[Connection, Any] = {}
+
+    # ----- routes and containers -----------------------------------------------------------
+
+    def set_table(self, table: LinkRouteTable) -> None:
+        """New link routes (a live configuration change); links already routed stay."""
+        self.table = table
+        self.containers_changed()
+
+    def containers_changed(self) -> None:
+        """A route-container connection opened or closed, or the routes changed: advertise to
+        the network the routes whose container is connected here, and only those."""
+        network = self.router.network
+        if network is None:
+            return
+        served = {rule.key for rule in self.table.rules if self.local_container(rule) is not None}
+        for key in sorted(served - self.advertised):
+            network.control.add_local(key, LINK_BALANCED)
+        for key in sorted(self.advertised - served):
+            network.control.remove_local(key)
+        self.advertised = served
+
+    def remote_routes(self, router_id: str, keys: set[str]) -> None:
+        """The link-route keys another router advertises now (none when it is gone)."""
+        for key in list(self.remote):
+            routers = self.remote[key]
+            routers.discard(router_id)
+            if not routers:
+                del self.remote[key]
+        for key in keys:
+            self.remote.setdefault(key, set()).add(router_id)
+
+    def local_container(self, rule: LinkRouteRule) -> Connection | None:
+        for conn in self.router.conns.values():
+            if (
+                conn.role == "route-container"
+                and conn.remote_container is not None
+                and not conn.closing
+                and rule.serves(conn.remote_container, conn.listener.name)
+            ):
+                return conn
+        return None
+
+    def next_hop(self, rule: LinkRouteRule, origin: Connection) -> tuple[Connection, bool] | None:
+        """Where to attach toward the route's container, and whether that is the container."""
+        conn = self.local_container(rule)
+        if conn is not None:
+            return conn, True
+        router = self.router
+        if router.network is not None:
+            routes = router.network.routes
+            reachable = [
+                (routes.cost[rid], rid)
+                for rid in self.remote.get(rule.key, ())
+                if rid in routes.cost
+            ]
+            if reachable:
+                hop = routes.next_hop.get(min(reachable)[1])
+                if hop is not None and hop is not origin:
+                    return hop, False
+        elif router.edge is not None and router.edge.uplink is not None:
+            hop = router.edge.uplink.conn
+            if hop is not origin:
+                return hop, False
+        return None
+
+    # ----- attach --------------------------------------------------------------------------
+
+    def attach(self, link: Link) -> bool:
+        """A link a peer attached: if a link route matches, start relaying it; False if none
+        does (the router then serves it as usual)."""
+        p = link.pn
+        if link.incoming:
+            terminus, direction = lib.pn_link_remote_target(p), "in"
+        else:
+            terminus, direction = lib.pn_link_remote_source(p), "out"
+        if lib.pn_terminus_is_dynamic(terminus):
+            return False
+        address = text(lib.pn_terminus_get_address(terminus))
+        rule = self.table.lookup(address, direction)
+        if rule is None:
+            return False
+        assert address is not None
+        link.address = address
+        link.kind = "routed"
+        hop = self.next_hop(rule, link.conn)
+        if hop is None:
+            self.refuse(link, NO_ROUTE, f"no route to a container for {address!r}")
+            return True
+        conn, last = hop
+        if any(other.name == link.name and other.incoming != link.incoming for other in conn.links):
+            self.refuse(
+                link, "amqp:resource-locked", f"a link named {link.name!r} is already routed there"
+            )
+            return True
+        session = self.sessions.get(conn)
+        if session is None:
+            session = self.sessions[conn] = lib.pn_session(conn.pn)
+            lib.pn_session_open(session)
+        name = cbytes(link.name)
+        q = lib.pn_sender(session, name) if link.incoming else lib.pn_receiver(session, name)
+        lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))
+        lib.pn_terminus_copy(lib.pn_link_target(q), lib.pn_link_remote_target(p))
+        if last and (rule.add_prefix or rule.del_prefix):
+            local = lib.pn_link_target(q) if link.incoming else lib.pn_link_source(q)
+            lib.pn_terminus_set_address(local, cbytes(rule.external(address)))
+        lib.pn_link_set_snd_settle_mode(q, lib.pn_link_remote_snd_settle_mode(p))
+        lib.pn_link_set_rcv_settle_mode(q, lib.pn_link_remote_rcv_settle_mode(p))
+        lib.pn_link_set_max_message_size(q, lib.pn_link_remote_max_message_size(p))
+        peer = self.router.register_link(q, conn, incoming=not link.incoming)
+        peer.kind = "routed"
+        peer.address = link.address
+        link.peer, peer.peer = peer, link
+        lib.pn_link_open(q)
+        self.router.fwd.touched.add(conn)
+        log.info(
+            "linkroute.attach",
+            conn=link.conn.conn_id,
+            name=link.name,
+            address=address,
+            direction=rule.direction,
+            toward=conn.remote_container,
+            via=conn.conn_id,
+        )
+        # A client receiver may have granted credit with its attach: pass it on now.
+        self.flow(link)
+        return True
+
+    def answered(self, link: Link) -> None:
+        """The container (or the next router) answered our attach: answer the client's with
+        the termini it chose, so both ends agree on what the link is."""
+        peer = link.peer
+        if peer is None:
+            return
+        p, q = link.pn, peer.pn
+        if not lib.pn_link_state(q) & lib.PN_LOCAL_UNINIT:
+            return
+        lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))
+        lib.pn_terminus_copy(lib.pn_link_target(q), lib.pn_link_remote_target(p))
+        lib.pn_link_set_snd_settle_mode(q, lib.pn_link_remote_snd_settle_mode(p))
+        lib.pn_link_set_rcv_settle_mode(q, lib.pn_link_remote_rcv_settle_mode(p))
+        lib.pn_link_open(q)
+        self.router.fwd.touched.add(peer.conn)
+        self.flow(link)
+
+    def refuse(self, link: Link, error: str, description: str) -> None:
+        lib.pn_link_open(link.pn)  # null source and target: refused, as AMQP words it
+        self.router.refuse(link, error, description)
+
+    # ----- detach --------------------------------------------------------------------------
+
+    def detached(self, link: Link, closed: bool) -> None:
+        """One side detached: detach the other the same way, with the same error."""
+        peer = link.peer
+        link.peer = None
+        if peer is not None:
+            peer.peer = None
+            copy_condition(lib.pn_link_remote_condition(link.pn), lib.pn_link_condition(peer.pn))
+            self.release(peer, closed)
+        self.router.detach(link, closed=closed)
+
+    def lost(self, link: Link) -> None:
+        """`link`'s connection is gone: its partner is detached with qd:routed-link-lost."""
+        peer = link.peer
+        link.peer = None
+        if peer is None or peer.conn.dead:
+            return
+        peer.peer = None
+        set_condition(
+            lib.pn_link_condition(peer.pn),
+            LINK_LOST,
+            "the connection on the other side of this routed link was lost",
+        )
+        self.release(peer, closed=True)
+
+    def release(self, link: Link, closed: bool) -> None:
+        if lib.pn_link_state(link.pn) & lib.PN_LOCAL_UNINIT:
+            lib.pn_link_open(link.pn)  # the attach must be answered before the detach
+        self.router.detach(link, closed=closed)
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.sessions.pop(conn, None)
+        for link in list(conn.links):
+            if link.peer is not None:
+                self.lost(link)
+        if conn.role == "route-container":
+            self.containers_changed()
+
+    # ----- credit --------------------------------------------------------------------------
+
+    def flow(self, link: Link) -> None:
+        """Credit or drain changed on `link`: bring its partner in line."""
+        peer = link.peer
+        if peer is None:
+            return
+        if link.incoming:
+            receiver, sender = link, peer
+        else:
+            receiver, sender = peer, link
+            self.pump(sender)
+        r, s = receiver.pn, sender.pn
+        if lib.pn_link_state(r) & lib.PN_LOCAL_UNINIT:
+            return  # credit goes to the client once its attach is answered
+        draining = lib.pn_link_get_drain(s)
+        if draining and lib.pn_link_get_drain(r):
+            # Asked upstream already: done once its credit is used up or given back.
+            if lib.pn_link_credit(r) <= 0 and not sender.waiting:
+                lib.pn_link_drained(s)
+                lib.pn_link_set_drain(r, False)
+        else:
+            want = lib.pn_link_credit(s) - len(sender.waiting)
+            have = lib.pn_link_credit(r)
+            if want > have:
+                lib.pn_link_flow(r, want - have)
+            if draining:
+                lib.pn_link_drain(r, 0)  # pass the drain upstream
+        self.router.fwd.touched.add(receiver.conn)
+        self.router.fwd.touched.add(sender.conn)
+
+    def pump(self, sender: Link) -> None:
+        waiting = sender.waiting
+        while waiting and lib.pn_link_credit(sender.pn) > 0:
+            data, in_d = waiting.popleft()
+            self.send(sender, data, in_d)
+
+    # ----- transfers and dispositions ------------------------------------------------------
+
+    def transfer(self, link: Link, d: Any, data: bytes | bytearray) -> None:
+        """A whole message arrived on a routed receiving link: copy it to the partner."""
+        peer = link.peer
+        if peer is None:
+            lib.pn_delivery_update(d, lib.PN_RELEASED)
+            lib.pn_delivery_settle(d)
+            return
+        in_d = None if lib.pn_delivery_settled(d) else d
+        if in_d is None:
+            lib.pn_delivery_settle(d)
+        if peer.waiting or lib.pn_link_credit(peer.pn) <= 0:
+            peer.waiting.append((data, in_d))
+        else:
+            self.send(peer, data, in_d)
+        self.router.fwd.touched.add(peer.conn)
+
+    def send(self, sender: Link, data: bytes | bytearray, in_d: Any) -> None:
+        p = sender.pn
+        out = new_delivery(sender)
+        lib.pn_link_send(p, bytes(data), len(data))
+        lib.pn_link_advance(p)
+        sender.delivered += 1
+        if in_d is None:
+            lib.pn_delivery_settle(out)
+            sender.presettled += 1
+            return
+        receiver = sender.peer
+        assert receiver is not None
+        sender.pairs[out] = in_d
+        receiver.pairs[in_d] = out
+
+    def update(self, link: Link, d: Any) -> None:
+        """The far end of `link` changed delivery `d`'s state or settled it: pass that on."""
+        other = link.pairs.get(d)
+        if other is None:
+            if lib.pn_delivery_settled(d):
+                lib.pn_delivery_settle(d)
+            return
+        state = lib.pn_delivery_remote_state(d)
+        if state in TERMINAL and state != lib.pn_delivery_local_state(other):
+            if state in (lib.PN_REJECTED, lib.PN_MODIFIED):
+                copy_disposition(d, other, state)
+            lib.pn_delivery_update(other, state)
+        if lib.pn_delivery_settled(d):
+            del link.pairs[d]
+            peer = link.peer
+            if peer is not None:
+                peer.pairs.pop(other, None)
+            lib.pn_delivery_settle(other)
+            lib.pn_delivery_settle(d)
+        if link.peer is not None:
+            self.router.fwd.touched.add(link.peer.conn)

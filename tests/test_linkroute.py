@@ -1,0 +1,301 @@
+"""Link routes end to end: clients' links relayed by real router processes to a container.
+
+The container here is a python-qpid-proton peer that dials the router's route-container
+listener under a known container-id and plays the broker: it records what it is attached,
+sent and told, answers with the outcomes and credit a test chooses, and serves messages to
+receivers. tests/test_linkroute_broker.py does the same against a real broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, settle
+from harness import RouterNetwork, RouterProcess, free_port
+from proton import Condition, Endpoint, Message
+
+BROKER_ID = "broker-1"
+ROUTES = [
+    {"prefix": "queue", "direction": "in", "containerId": BROKER_ID},
+    {"prefix": "queue", "direction": "out", "containerId": BROKER_ID},
+]
+
+
+class FakeBroker(Client):
+    """A container reached through link routes: what it gets, it records; what it serves comes
+    from `queues`; `outcome` settles each message it receives; `refuse` lists addresses whose
+    attach it refuses with that condition."""
+
+    def __init__(self, world: World, url: str, credit: int = 50) -> None:
+        self.credit = credit
+        self.outcome = ACCEPTED
+        self.queues: dict[str, list[Message]] = {}
+        self.refuse: dict[str, Condition] = {}
+        self.attaches: list[tuple[str, str | None, bool]] = []  # (name, address, we receive)
+        self.received: list[tuple[str | None, Message]] = []
+        self.detaches: list[tuple[str, str, Condition | None]] = []  # (name, kind, condition)
+        self.settled: list[int] = []
+        self.by_name: dict[str, Any] = {}
+        super().__init__(world, url, auto_accept=False, container_id=BROKER_ID)
+        world.clients.append(self)
+        world.run_until(lambda: self.opened, what="broker connection")
+
+    def on_link_remote_open(self, event: Any) -> None:
+        # Handled here rather than in on_link_opening, after which proton's handler would open
+        # the link again, undoing a refusal.
+        link = event.link
+        if not link.state & Endpoint.LOCAL_UNINIT:
+            return
+        receiving = link.is_receiver
+        terminus = link.remote_target if receiving else link.remote_source
+        address = terminus.address
+        self.attaches.append((link.name, address, receiving))
+        self.by_name[link.name] = link
+        condition = self.refuse.get(address or "")
+        if condition is not None:
+            link.open()  # null source and target
+            link.condition = condition
+            link.close()
+            return
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.open()
+        if receiving and self.credit:
+            link.flow(self.credit)
+
+    def on_message(self, event: Any) -> None:
+        self.received.append((event.link.target.address, event.message))
+        if self.outcome == REJECTED:
+            settle(event.delivery, REJECTED, condition=Condition("amqp:not-allowed", "no"))
+        else:
+            settle(event.delivery, self.outcome)
+
+    def on_sendable(self, event: Any) -> None:
+        link = event.link
+        queue = self.queues.get(link.source.address, [])
+        while queue and link.credit > 0:
+            link.send(queue.pop(0))
+        if link.drain_mode and not queue:
+            link.drained()
+
+    def on_settled(self, event: Any) -> None:
+        self.settled.append(event.delivery.remote_state)
+
+    def on_link_remote_close(self, event: Any) -> None:
+        self.detaches.append((event.link.name, "close", event.link.remote_condition))
+
+    def on_link_remote_detach(self, event: Any) -> None:
+        self.detaches.append((event.link.name, "detach", event.link.remote_condition))
+
+    def serve(self, address: str, count: int) -> None:
+        self.queues.setdefault(address, []).extend(
+            Message(body=f"m{i}", address=address) for i in range(count)
+        )
+        link = next(
+            (lk for lk in self.by_name.values() if lk.is_sender and lk.source.address == address),
+            None,
+        )
+        if link is not None and link.credit > 0:
+            while self.queues[address] and link.credit > 0:
+                link.send(self.queues[address].pop(0))
+
+
+def router_with_container_listener(tmp_path: Path, **kwargs: Any) -> RouterProcess:
+    return RouterProcess(
+        tmp_path,
+        listeners=[{}, {"role": "route-container", "port": free_port()}],
+        sections={"linkRoutes": ROUTES},
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with World() as w:
+        yield w
+
+
+@pytest.fixture
+def router(tmp_path: Path) -> Iterator[RouterProcess]:
+    with router_with_container_listener(tmp_path) as r:
+        yield r
+
+
+def body_list(messages: list[tuple[str | None, Message]]) -> list[Any]:
+    return [m.body for _address, m in messages]
+
+
+def test_a_client_sender_is_routed_to_the_container_with_its_outcomes(
+    router: RouterProcess, world: World
+) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    sender = client.sender("queue.orders", name="orders-in")
+    assert sender.attached and not sender.closed
+    assert broker.attaches == [("orders-in", "queue.orders", True)]
+    # The container's credit, not the router's linkCapacity, is what the client gets.
+    world.run_until(lambda: sender.credit == 50, what="the container's credit")
+    sent = sender.send_all(
+        Message(body=i, properties={"n": i}, annotations={"x-opt-user": "u"}) for i in range(20)
+    )
+    world.run_until(sender.all_settled, what="outcomes")
+    assert {t.outcome for t in sent} == {"accepted"}
+    assert body_list(broker.received) == list(range(20))
+    # Untouched on the way: the container sees the client's annotations and no router's.
+    assert broker.received[3][1].properties == {"n": 3}
+    assert broker.received[3][1].annotations == {"x-opt-user": "u"}
+
+    broker.outcome = REJECTED
+    rejected = sender.send(Message(body="bad"))
+    world.run_until(lambda: rejected.settled)
+    assert rejected.outcome == "rejected"
+    assert rejected.condition is not None and rejected.condition.name == "amqp:not-allowed"
+    broker.outcome = RELEASED
+    released = sender.send(Message(body="later"))
+    world.run_until(lambda: released.settled)
+    assert released.outcome == "released"
+
+
+def test_a_client_receiver_gets_what_the_container_serves(
+    router: RouterProcess, world: World
+) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.jobs", credit=5)
+    assert receiver.attached
+    broker.serve("queue.jobs", 12)
+    world.run_until(lambda: len(receiver.messages) == 12, what="12 messages")
+    assert receiver.bodies == [f"m{i}" for i in range(12)]
+    # Each accept travels back to the container and settles its delivery there.
+    world.run_until(lambda: len(broker.settled) == 12, what="outcomes at the container")
+    assert set(broker.settled) == {ACCEPTED}
+
+
+def test_credit_follows_the_client_receiver(router: RouterProcess, world: World) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.slow", credit=0)
+    broker.serve("queue.slow", 10)
+    world.run_for(0.3)
+    assert receiver.messages == []  # no credit from the client, none for the container
+    receiver.flow(3)
+    world.run_until(lambda: len(receiver.messages) == 3, what="3 messages")
+    world.run_for(0.3)
+    assert len(receiver.messages) == 3
+    assert len(broker.queues["queue.slow"]) == 7
+
+
+def test_a_drain_reaches_the_container_and_comes_back(router: RouterProcess, world: World) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.drain", credit=0)
+    broker.serve("queue.drain", 2)
+    receiver.link.drain(10)
+    world.run_until(
+        lambda: len(receiver.messages) == 2 and receiver.link.credit == 0, what="drained"
+    )
+    assert not receiver.link.drain_mode or receiver.link.credit == 0
+
+
+def test_without_a_container_the_attach_is_refused_no_route(
+    router: RouterProcess, world: World
+) -> None:
+    client = world.connect(router.url)
+    sender = client.sender("queue.orders")
+    world.run_until(lambda: sender.closed, what="refusal")
+    condition = sender.link.remote_condition
+    assert condition is not None and condition.name == "qd:no-route-to-dest"
+    # Addresses without a link route are still message-routed as before.
+    receiver = client.receiver("plain")
+    assert receiver.attached and not receiver.closed
+
+
+def test_the_containers_refusal_reaches_the_client(router: RouterProcess, world: World) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    broker.refuse["queue.missing"] = Condition("amqp:not-found", "no such queue")
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.missing")
+    world.run_until(lambda: receiver.closed, what="refusal")
+    condition = receiver.link.remote_condition
+    assert (condition.name, condition.description) == ("amqp:not-found", "no such queue")
+
+
+def test_detach_and_close_are_passed_on_as_such(router: RouterProcess, world: World) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    durable = client.receiver("queue.sub", name="sub-1")
+    closing = client.sender("queue.in", name="in-1")
+    durable.link.detach()  # closed=false: a durable subscription the client means to resume
+    closing.link.close()
+    world.run_until(lambda: len(broker.detaches) == 2, what="both detaches at the container")
+    assert sorted((name, kind) for name, kind, _ in broker.detaches) == [
+        ("in-1", "close"),
+        ("sub-1", "detach"),
+    ]
+
+
+def test_losing_the_container_detaches_the_client_routed_link_lost(
+    router: RouterProcess, world: World
+) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.jobs")
+    assert receiver.attached
+    broker.drop()
+    world.run_until(lambda: receiver.closed, what="the client's link detached")
+    assert receiver.link.remote_condition.name == "qd:routed-link-lost"
+    assert client.conn.state & Endpoint.REMOTE_ACTIVE  # the connection itself stays
+
+
+def test_management_lists_link_routes_and_their_state(router: RouterProcess, world: World) -> None:
+    mgmt = Management(world.connect(router.url))
+    rows = mgmt.query("router.config.linkRoute")
+    assert [(r["prefix"], r["direction"], r["operStatus"]) for r in rows] == [
+        ("queue", "in", "inactive"),
+        ("queue", "out", "inactive"),
+    ]
+    FakeBroker(world, router.listener_url(1))
+    rows = mgmt.query("router.config.linkRoute")
+    assert {r["operStatus"] for r in rows} == {"active"}
+    router_row = mgmt.query("router")[0]
+    assert router_row["linkRouteCount"] == 2
+    keys = {r["key"]: r for r in mgmt.query("router.address")}
+    assert keys["Cqueue"]["containerCount"] == 1
+    assert keys["Dqueue"]["distribution"] == "linkBalanced"
+
+
+def test_links_are_routed_across_the_network_to_the_containers_router(
+    tmp_path: Path, world: World
+) -> None:
+    """Broker on A; clients on C, two hops away: the attach goes A-ward hop by hop."""
+    net = RouterNetwork(tmp_path, world, [("B", "A", 1), ("C", "B", 1)])
+    for name in ("A", "B", "C"):
+        net[name].config["linkRoutes"] = ROUTES
+    net["A"].listeners.append(
+        {"host": net["A"].host, "port": free_port(net["A"].host), "role": "route-container"}
+    )
+    with net:
+        broker = FakeBroker(world, net["A"].listener_url(2))
+        client = world.connect(net.url("C"))
+
+        def sender_attaches() -> bool:
+            sender = client.sender("queue.far")
+            ok = sender.attached and not sender.closed
+            if not ok:
+                world.run_for(0.2)  # the route reaches C with the next mobile address update
+            return ok
+
+        net.wait_until(sender_attaches, 10, "a routed attach from C")
+        sender = client.links[-1]
+        sent = sender.send_all(Message(body=i) for i in range(30))
+        world.run_until(sender.all_settled, what="outcomes from A's container")
+        assert {t.outcome for t in sent} == {"accepted"}
+        assert body_list(broker.received) == list(range(30))
+
+        receiver = client.receiver("queue.back", credit=4)
+        broker.serve("queue.back", 9)
+        world.run_until(lambda: len(receiver.messages) == 9, what="9 messages via B")
+        world.run_until(lambda: len(broker.settled) == 9, what="accepts back at A")

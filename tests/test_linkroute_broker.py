@@ -1,0 +1,59 @@
+"""Link routes to a real broker (RabbitMQ's AMQP 1.0 plugin, see tests/broker.py): the router
+dials it on a route-container connector, and clients reach its queues through the router."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker import Broker
+from clients import Management, World
+from harness import RouterProcess
+from proton import Message
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    with Broker(tmp_path / "broker", host="127.0.0.9") as b:
+        yield b
+
+
+def test_messages_reach_a_broker_queue_and_come_back_through_the_router(
+    tmp_path: Path, broker: Broker
+) -> None:
+    routes = [
+        {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
+        for d in ("in", "out")
+    ]
+    connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
+    router = RouterProcess(
+        tmp_path / "router",
+        sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
+    )
+    with router, World() as world:
+        mgmt = Management(world.connect(router.url))
+
+        def routes_active() -> bool:
+            rows = mgmt.query("router.config.linkRoute")
+            return {r["operStatus"] for r in rows} == {"active"}
+
+        world.run_until(routes_active, timeout=15, what="the broker connection")
+        client = world.connect(router.url)
+        sender = client.sender("rabbit/orders")
+        assert sender.attached and not sender.closed
+        world.run_until(lambda: sender.credit > 0, what="the broker's credit")
+        sent = sender.send_all(Message(body=f"order-{i}", durable=True) for i in range(20))
+        world.run_until(sender.all_settled, what="the broker's outcomes")
+        assert {t.outcome for t in sent} == {"accepted"}
+
+        # The broker holds them, in its queue named without the route's prefix.
+        receiver = client.receiver("rabbit/orders", credit=5)
+        world.run_until(lambda: len(receiver.messages) == 20, what="20 messages from the queue")
+        assert receiver.bodies == [f"order-{i}" for i in range(20)]
+
+        # The accepts went back to the broker: a direct consumer finds the queue empty.
+        direct = world.connect(broker.url)
+        leftover = direct.receiver("orders", credit=10)
+        world.run_for(0.5)
+        assert leftover.messages == []
