@@ -358,3 +358,65 @@ def test_invalid_files_change_nothing(
     assert code == 2
     assert len(err) == 1 and err[0].startswith(f"routernet: {bad}: {expected}"), err
     assert not state.exists()  # nothing started, nothing written
+
+
+def test_link_routes_added_while_running_are_applied_live(tmp_path: Path, state: Path) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "routers.yaml").write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: routernet.io/v1alpha1
+            kind: Router
+            metadata: {name: hub}
+            spec: {replicas: 1}
+            ---
+            apiVersion: routernet.io/v1alpha1
+            kind: Router
+            metadata: {name: leaf}
+            spec: {replicas: 1, role: edge}
+            """
+        )
+    )
+    result = routernet("up", "--state-dir", str(state), str(files))
+    assert result.returncode == 0, result.stderr
+    pids = {name: r["pid"] for name, r in running(state).items()}
+    assert sorted(pids) == ["hub-0", "leaf-0"]
+
+    (files / "brokers.yaml").write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: routernet.io/v1alpha1
+            kind: LinkRoute
+            metadata: {name: queues}
+            spec: {prefix: queue, containerId: broker-0}
+            ---
+            apiVersion: routernet.io/v1alpha1
+            kind: LinkRoute
+            metadata: {name: db}
+            spec: {prefix: db, direction: out, connection: {host: 127.0.0.1, port: 1}}
+            """
+        )
+    )
+    result = routernet("up", "--state-dir", str(state), str(files))
+    assert result.returncode == 0, result.stderr
+    assert "link route +prefix:queue in, link route +prefix:queue out" in result.stdout
+    assert "connector +linkroute/db" in result.stdout  # the interior's, to the broker
+    assert "link routes: prefix:db out -> 127.0.0.1:1; prefix:queue both -> broker-0" in (
+        result.stdout
+    )
+    hub = json.loads((state / "config" / "hub-0.json").read_text())
+    assert hub["linkRoutes"][0] == {
+        "prefix": "db",
+        "direction": "out",
+        "connection": "linkroute/db",
+    }
+    leaf = json.loads((state / "config" / "leaf-0.json").read_text())
+    assert leaf["linkRoutes"] == hub["linkRoutes"]
+    assert "linkroute/db" not in json.dumps(leaf["connectors"])
+    # Live: the same processes, still running, after they have read the change.
+    time.sleep(1.5)
+    assert {name: r["pid"] for name, r in running(state).items()} == pids
+    assert all(is_router(pid) for pid in pids.values())
+    shown = json.loads(routernet("status", "--state-dir", str(state), "--json").stdout)
+    assert [lr["name"] for lr in shown["linkRoutes"]] == ["db", "queues"]

@@ -524,6 +524,94 @@ async def test_paused_address_stays_as_applied(cluster: Cluster) -> None:
         await eventually(lambda: reconciled(cluster, "addresses", "orders", generation=2))
 
 
+# --- link routes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_link_routes_reach_every_router_and_say_so(cluster: Cluster) -> None:
+    await create(cluster, "routers", "hub", {"replicas": 2})
+    await create(cluster, "routers", "leaf", {"replicas": 1, "role": "edge"})
+    await create(
+        cluster,
+        "linkroutes",
+        "db",
+        {"prefix": "db", "direction": "in", "connection": {"host": "broker.msg.svc"}},
+    )
+    await create(
+        cluster,
+        "linkroutes",
+        "secure",
+        {"prefix": "vault", "connection": {"host": "vault", "tlsSecret": "vault-tls"}},
+    )
+    async with operator():
+        db = await eventually(lambda: reconciled(cluster, "linkroutes", "db"))
+        ready = condition(db, READY)
+        assert (ready["status"], ready["reason"], ready["observedGeneration"]) == (
+            "True",
+            "Applied",
+            1,
+        )
+        assert "hub, leaf" in ready["message"]
+        secure = await eventually(lambda: reconciled(cluster, "linkroutes", "secure"))
+        assert (condition(secure, READY)["status"], condition(secure, READY)["reason"]) == (
+            "False",
+            "TLSNotSupported",
+        )
+        entry = {"prefix": "db", "direction": "in", "connection": "linkroute/db"}
+        for router, pods in (("hub", ["hub-0", "hub-1"]), ("leaf", ["leaf-0"])):
+            configs = pod_configs(cluster, router)
+            for pod in pods:
+                assert configs[pod]["linkRoutes"] == [entry]
+                assert "vault" not in json.dumps(configs[pod])
+        connector = pod_configs(cluster, "hub")["hub-0"]["connectors"][-1]
+        assert connector == {
+            "name": "linkroute/db",
+            "host": "broker.msg.svc",
+            "role": "route-container",
+        }
+        template = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+
+        # Paused, a LinkRoute stays as applied whatever its spec says.
+        change = {
+            "metadata": {"annotations": {PAUSE_ANNOTATION: "true"}},
+            "spec": {"prefix": "other", "direction": "both"},
+        }
+        await call(cluster, "PATCH", path("linkroutes", "db"), change)
+
+        def paused() -> None:
+            link_route = get(cluster, LINKROUTES, "db")
+            assert condition(link_route, RECONCILIATION_PAUSED)["status"] == "True"
+
+        await eventually(paused)
+        # Another change to the network makes a reconcile; the paused LinkRoute stays.
+        await create(cluster, "addresses", "audit", {"prefix": "audit"})
+        await eventually(lambda: reconciled(cluster, "addresses", "audit"))
+        assert pod_configs(cluster, "leaf")["leaf-0"]["linkRoutes"] == [entry]
+
+        await call(
+            cluster,
+            "PATCH",
+            path("linkroutes", "db"),
+            {"metadata": {"annotations": {PAUSE_ANNOTATION: None}}},
+        )
+        await eventually(lambda: reconciled(cluster, "linkroutes", "db", generation=2))
+        routes = pod_configs(cluster, "hub")["hub-1"]["linkRoutes"]
+        assert [(r["prefix"], r["direction"]) for r in routes] == [
+            ("other", "in"),
+            ("other", "out"),
+        ]
+        # All of it live, through the ConfigMap: the pods were never rolled.
+        assert get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"] == template
+
+        await call(cluster, "DELETE", path("linkroutes", "db"))
+
+        def removed() -> None:
+            config = pod_configs(cluster, "hub")["hub-0"]
+            assert "linkRoutes" not in config and "connectors" not in config
+
+        await eventually(removed)
+
+
 # --- invalid input -------------------------------------------------------------------------------
 
 
@@ -560,8 +648,9 @@ async def test_invalid_objects_are_reported_and_the_rest_reconciled(cluster: Clu
         link = await eventually(lambda: reconciled(cluster, "linkroutes", "broker"))
         assert (condition(link, READY)["status"], condition(link, READY)["reason"]) == (
             "False",
-            "NotSupported",
+            "PartiallyApplied",  # as the Addresses: not on broken
         )
+        assert "broken (invalid spec)" in condition(link, READY)["message"]
 
 
 # --- without kopf: a failure staged on a fake API ------------------------------------------------

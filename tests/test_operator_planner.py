@@ -589,12 +589,14 @@ def test_duplicate_declarations_are_an_adapter_bug() -> None:
 # --- link routes ---------------------------------------------------------------------------
 
 
-def test_link_routes_are_planned_as_data() -> None:
+def test_link_routes_are_checked_and_the_older_wins() -> None:
     plan = plan_namespace(
         NS,
         [interior("a", 1)],
         link_routes=[
-            LinkRouteDecl("broker", prefix="queue", container_id="broker-1"),
+            LinkRouteDecl(
+                "broker", prefix="queue", container_id="broker-1", creation_timestamp="1"
+            ),
             LinkRouteDecl(
                 "db",
                 pattern="db.*",
@@ -606,6 +608,9 @@ def test_link_routes_are_planned_as_data() -> None:
             LinkRouteDecl("two", prefix="x", pattern="y", container_id="c"),
             LinkRouteDecl("wild", prefix="a.#", container_id="c"),
             LinkRouteDecl("other-way", pattern="db.*", direction="in", container_id="c"),
+            LinkRouteDecl(
+                "bad-host", prefix="h", connection=LinkRouteConnectionDecl(host="no such host")
+            ),
         ],
     )
     routes = {lr.name: lr for lr in plan.networks["default"].link_routes}
@@ -615,6 +620,187 @@ def test_link_routes_are_planned_as_data() -> None:
     assert routes["db"].connection == LinkRouteConnectionDecl("db.svc", 5673)
     assert routes["db"].directions == ("out",)
     reasons = {p.name: p.reason for p in plan.problems}
-    assert reasons == {"clash": "Conflict", "none": "Invalid", "two": "Invalid", "wild": "Invalid"}
-    # Not in the router config: router/config.py has no linkRoute entity yet.
-    assert "linkRoute" not in configs(plan)["a-0"].model_dump_json()
+    assert reasons == {
+        "clash": "Conflict",
+        "none": "Invalid",
+        "two": "Invalid",
+        "wild": "Invalid",
+        "bad-host": "Invalid",
+    }
+    clash = plan.problems_of("LinkRoute", "clash")[0].message
+    assert "already declared by LinkRoute 'broker' (older)" in clash
+    # Only the LinkRoutes: no Router is blocked by a bad one.
+    assert all(p.kind == "LinkRoute" for p in plan.problems)
+
+
+def link_route_plan(routes: list[LinkRouteDecl], **kw: object) -> NamespacePlan:
+    """Two interiors and an edge in the default network, plus ``routes``."""
+    plan = plan_namespace(
+        NS, [interior("core", 2, link_capacity=100), edge("leaf", 1)], link_routes=routes, **kw
+    )
+    for pod in plan.pods().values():
+        revalidated(pod)
+    return plan
+
+
+def test_a_container_link_route_is_folded_into_every_router_in_both_directions() -> None:
+    plan = link_route_plan([LinkRouteDecl("broker", prefix="queue", container_id="broker-0")])
+    assert plan.problems == ()
+    for name, cfg in configs(plan).items():
+        entries = [r.model_dump(exclude_defaults=True) for r in cfg.linkRoutes]
+        assert entries == [
+            {"prefix": "queue", "direction": "in", "containerId": "broker-0"},
+            {"prefix": "queue", "direction": "out", "containerId": "broker-0"},
+        ], name
+        # The broker connects to the routers: no connector for it.
+        assert not [c for c in cfg.connectors if c.role == "route-container"], name
+
+
+def test_a_connection_link_route_gives_interiors_a_connector_and_edges_the_entries() -> None:
+    plan = link_route_plan(
+        [
+            LinkRouteDecl(
+                "db",
+                pattern="db.*",
+                direction="in",
+                connection=LinkRouteConnectionDecl(host="broker.msg.svc", port=5673),
+            )
+        ]
+    )
+    assert plan.problems == ()
+    cfgs = configs(plan)
+    entry = {"pattern": "db.*", "direction": "in", "connection": "linkroute/db"}
+    for name, cfg in cfgs.items():
+        assert [r.model_dump(exclude_defaults=True) for r in cfg.linkRoutes] == [entry], name
+    for name in ("core-0", "core-1"):
+        route_containers = [c for c in cfgs[name].connectors if c.role == "route-container"]
+        assert [c.model_dump(exclude_defaults=True) for c in route_containers] == [
+            {
+                "name": "linkroute/db",
+                "host": "broker.msg.svc",
+                "port": 5673,
+                "role": "route-container",
+                "linkCapacity": 100,
+            }
+        ]
+    # The edge passes attaches up to its interior: the entries name a connector it has not.
+    assert [c.role for c in cfgs["leaf-0"].connectors] == ["edge", "edge"]
+
+
+def test_link_routes_are_per_network_and_sorted() -> None:
+    plan = plan_namespace(
+        NS,
+        [interior("a", 1), interior("b", 1, network="other")],
+        link_routes=[
+            LinkRouteDecl("z", prefix="zz", direction="out", container_id="c"),
+            LinkRouteDecl("y", prefix="aa", container_id="c"),
+            LinkRouteDecl("x", prefix="q", container_id="c", network="other"),
+        ],
+    )
+    cfgs = configs(plan)
+    assert [r.key for r in cfgs["a-0"].linkRoutes] == [
+        "prefix:aa direction:in",
+        "prefix:aa direction:out",
+        "prefix:zz direction:out",
+    ]
+    assert [r.key for r in cfgs["b-0"].linkRoutes] == [
+        "prefix:q direction:in",
+        "prefix:q direction:out",
+    ]
+    # Order of the declarations does not matter.
+    again = plan_namespace(
+        NS,
+        [interior("b", 1, network="other"), interior("a", 1)],
+        link_routes=[
+            LinkRouteDecl("x", prefix="q", container_id="c", network="other"),
+            LinkRouteDecl("y", prefix="aa", container_id="c"),
+            LinkRouteDecl("z", prefix="zz", direction="out", container_id="c"),
+        ],
+    )
+    assert configs(again) == cfgs
+
+
+def test_one_direction_each_is_no_conflict_but_both_against_one_is() -> None:
+    plan = link_route_plan(
+        [
+            LinkRouteDecl(
+                "in", prefix="q", direction="in", container_id="a", creation_timestamp="1"
+            ),
+            LinkRouteDecl(
+                "out", prefix="q", direction="out", container_id="b", creation_timestamp="2"
+            ),
+            LinkRouteDecl("both", prefix="q", container_id="c", creation_timestamp="3"),
+        ]
+    )
+    assert [(p.name, p.reason) for p in plan.problems] == [("both", "Conflict")]
+    entries = configs(plan)["core-0"].linkRoutes
+    assert [(r.direction, r.containerId) for r in entries] == [("in", "a"), ("out", "b")]
+
+
+@pytest.mark.parametrize(
+    ("connection", "reason", "words"),
+    [
+        (LinkRouteConnectionDecl("b", tls_secret="b-tls"), "TLSNotSupported", "no TLS yet"),
+        (LinkRouteConnectionDecl("b", sasl_secret="b-login"), "SASLNotSupported", "saslSecret"),
+        (
+            LinkRouteConnectionDecl("b", tls_secret="b-tls", sasl_secret="b-login"),
+            "TLSNotSupported",
+            "clear text",
+        ),
+    ],
+)
+def test_a_connection_the_router_cannot_open_safely_is_refused_whole(
+    connection: LinkRouteConnectionDecl, reason: str, words: str
+) -> None:
+    plan = link_route_plan(
+        [
+            LinkRouteDecl("secure", prefix="q", connection=connection, creation_timestamp="1"),
+            LinkRouteDecl("later", prefix="q", container_id="c", creation_timestamp="2"),
+        ]
+    )
+    [problem] = plan.problems
+    assert (problem.kind, problem.name, problem.reason) == ("LinkRoute", "secure", reason)
+    assert words in problem.message
+    # Nothing of it anywhere (no connector, no entries), and it claims nothing.
+    for cfg in configs(plan).values():
+        assert "linkroute/secure" not in cfg.model_dump_json()
+        assert [r.containerId for r in cfg.linkRoutes] == ["c", "c"]
+    assert [lr.name for lr in plan.networks["default"].link_routes] == ["later"]
+
+
+def test_link_route_changes_are_live_config_changes() -> None:
+    before = link_route_plan([])
+    after = link_route_plan(
+        [LinkRouteDecl("db", prefix="db", connection=LinkRouteConnectionDecl("broker"))]
+    )
+    changes = {c.pod: c for c in diff_plans(before, after)}
+    assert sorted(changes) == ["core-0", "core-1", "leaf-0"]
+    assert not any(c.restart for c in changes.values())
+    assert changes["core-0"].link_routes_added == (
+        "prefix:db direction:in",
+        "prefix:db direction:out",
+    )
+    assert changes["core-0"].connectors_added == ("linkroute/db",)
+    assert changes["leaf-0"].connectors_added == ()
+    removed = {c.pod: c for c in diff_plans(after, before)}
+    assert removed["core-1"].connectors_removed == ("linkroute/db",)
+    assert removed["leaf-0"].link_routes_removed == (
+        "prefix:db direction:in",
+        "prefix:db direction:out",
+    )
+
+
+def test_link_route_record_is_its_spec_as_applied() -> None:
+    plan = link_route_plan(
+        [
+            LinkRouteDecl("a", prefix="q", container_id="c"),
+            LinkRouteDecl(
+                "b", pattern="p.*", direction="out", connection=LinkRouteConnectionDecl("h", 1)
+            ),
+        ]
+    )
+    records = {lr.name: lr.record() for lr in plan.router("leaf").link_routes}
+    assert records == {
+        "a": {"prefix": "q", "direction": "both", "containerId": "c"},
+        "b": {"pattern": "p.*", "direction": "out", "connection": {"host": "h", "port": 1}},
+    }

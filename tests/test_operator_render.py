@@ -9,6 +9,8 @@ import kubernetes_validate
 import pytest
 from router_operator.planner import (
     AddressDecl,
+    LinkRouteConnectionDecl,
+    LinkRouteDecl,
     ListenerDecl,
     NamespacePlan,
     RouterDecl,
@@ -16,6 +18,7 @@ from router_operator.planner import (
 )
 from router_operator.render import (
     DIGEST_ANNOTATION,
+    LINK_ROUTES_KEY,
     MAX_CONFIG_MAP_BYTES,
     RenderError,
     config_map_data,
@@ -312,6 +315,52 @@ def test_config_digest_ignores_addresses_but_not_the_mode() -> None:
     )
     assert digest(as_edge) != digest(base)
     assert digest(base, "leaf") != digest(base, "core")
+
+
+LINK_ROUTES = [
+    LinkRouteDecl("broker", prefix="queue", container_id="broker-0"),
+    LinkRouteDecl(
+        "db", pattern="db.*", direction="out", connection=LinkRouteConnectionDecl("db.msg.svc")
+    ),
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", ["core", "leaf"])
+def test_link_routes_are_in_the_config_map_not_the_pod_template(name: str, version: str) -> None:
+    base = plan()
+    with_routes = plan_namespace(NS, decls(), link_routes=LINK_ROUTES)
+    objs = objects(with_routes, name)
+    for obj in objs.values():
+        kubernetes_validate.validate(obj, version, strict=True)
+    data = objs[f"ConfigMap/{name}-config"]["data"]
+    pods = sorted(k for k in data if k.endswith(".json"))
+    assert sorted(data) == sorted([*pods, LINK_ROUTES_KEY])
+    for key in pods:
+        loaded = validate_config(json.loads(data[key]))
+        assert loaded == with_routes.pods()[key.removesuffix(".json")].config
+        assert [r.key for r in loaded.linkRoutes] == [
+            "pattern:db.* direction:out",
+            "prefix:queue direction:in",
+            "prefix:queue direction:out",
+        ]
+        route_containers = [c.name for c in loaded.connectors if c.role == "route-container"]
+        assert route_containers == (["linkroute/db"] if name == "core" else [])
+    # The record a paused LinkRoute is folded again from.
+    assert json.loads(data[LINK_ROUTES_KEY]) == {
+        "broker": {"prefix": "queue", "direction": "both", "containerId": "broker-0"},
+        "db": {
+            "pattern": "db.*",
+            "direction": "out",
+            "connection": {"host": "db.msg.svc", "port": 5672},
+        },
+    }
+    # Applied live: no pod template change, so no rolling restart.
+    assert (
+        statefulset(base, name)["spec"]["template"]
+        == objs[f"StatefulSet/{name}"]["spec"]["template"]
+    )
+    assert LINK_ROUTES_KEY not in objects(base, name)[f"ConfigMap/{name}-config"]["data"]
 
 
 def test_rendering_is_deterministic() -> None:

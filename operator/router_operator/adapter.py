@@ -12,7 +12,8 @@ that the reconciler (which does the I/O) stays a short sequence of steps. Choice
   ``observedGeneration`` does not move, since that generation was not acted upon.
 - A paused Address stays applied as it was last applied. Its prefix/pattern is immutable (CEL),
   so its entry can be found in the routers' current configurations by that key and folded again
-  unchanged; one never applied stays out.
+  unchanged; one never applied stays out. A paused LinkRoute likewise, from the record of the
+  LinkRoutes applied that each Router's ConfigMap keeps (render.LINK_ROUTES_KEY).
 - Conditions are one per type (``set_condition``); ``lastTransitionTime`` moves only with status.
 - Status is written only when it differs from what is stored, so a resync of an unchanged
   namespace writes nothing.
@@ -39,6 +40,7 @@ from router_operator.models import (
     AddressStatus,
     CustomResource,
     LinkRoute,
+    LinkRouteSpec,
     LinkRouteStatus,
     Router,
     RouterStatus,
@@ -283,6 +285,32 @@ def link_route_decl(parsed: Parsed) -> LinkRouteDecl:
     )
 
 
+def frozen_link_route_decl(
+    parsed: Parsed, network: str, record: Mapping[str, Any]
+) -> LinkRouteDecl | None:
+    """A paused LinkRoute as the routers of ``network`` have it: ``record`` is its spec as
+    applied (render.LINK_ROUTES_KEY). None when the record cannot be read (another version's):
+    it then stays out, as one never applied."""
+    try:
+        spec = LinkRouteSpec.model_validate({**record, "network": network})
+    except ValidationError:
+        return None
+    connection = None
+    if spec.connection is not None:
+        connection = LinkRouteConnectionDecl(host=spec.connection.host, port=spec.connection.port)
+    return LinkRouteDecl(
+        name=parsed.name,
+        prefix=spec.prefix,
+        pattern=spec.pattern,
+        network=network,
+        direction=spec.direction,
+        container_id=spec.containerId,
+        connection=connection,
+        creation_timestamp=parsed.creation_timestamp,
+        generation=parsed.generation or 0,
+    )
+
+
 def with_pull_policy(
     children: Sequence[Mapping[str, Any]], policy: str | None, decl: RouterDecl
 ) -> list[dict[str, Any]]:
@@ -354,7 +382,10 @@ def paused_message(kind: str) -> str:
             "the routers keep this Address as it was last applied (or without it, if it never"
             " was); spec changes wait"
         ),
-        "LinkRoute": "spec changes to this LinkRoute are not acted upon",
+        "LinkRoute": (
+            "the routers keep this LinkRoute as it was last applied (or without it, if it never"
+            " was); spec changes wait"
+        ),
     }[kind]
     return (
         f"annotation {PAUSE_ANNOTATION}=true: {what}; the rest of this status is as of the last"
@@ -435,8 +466,8 @@ def router_status(
 
 @dataclass(frozen=True)
 class Application:
-    """Where an Address's network stands: the Routers whose configuration now has it, and
-    those whose does not, with why (paused, invalid, apply failed)."""
+    """Where an Address's or LinkRoute's network stands: the Routers whose configuration now
+    has it, and those whose does not, with why (paused, invalid, apply failed)."""
 
     network: str
     applied: tuple[str, ...] = ()
@@ -455,9 +486,37 @@ def address_status(
     complaint)."""
     status = _start(parsed)
     assert isinstance(status, AddressStatus)
+    _set_applied(status, parsed, problems, application, now)
+    return status
+
+
+def link_route_status(
+    parsed: Parsed,
+    problems: Iterable[Problem],
+    application: Application,
+    *,
+    now: datetime | None = None,
+) -> LinkRouteStatus:
+    """As an Address's: Ready True only when every Router of the network has this LinkRoute's
+    entries (and, on interiors, its connector) in its configuration. A LinkRoute the planner
+    refused (conflict, TLS or credentials the router cannot use yet) is in none."""
+    status = _start(parsed)
+    assert isinstance(status, LinkRouteStatus)
+    _set_applied(status, parsed, problems, application, now)
+    return status
+
+
+def _set_applied(
+    status: AnyStatus,
+    parsed: Parsed,
+    problems: Iterable[Problem],
+    application: Application,
+    now: datetime | None,
+) -> None:
+    """Ready of an object folded into every router of its network (Address, LinkRoute)."""
     if parsed.paused:
-        _set_paused(status, "Address", now)
-        return status
+        _set_paused(status, parsed.kind, now)
+        return
     _clear_paused(status)
     gen = parsed.generation
     status.observedGeneration = gen
@@ -471,7 +530,7 @@ def address_status(
         reason, value = "NoRouters", "False"
         message = (
             f"network {net!r} has no Routers in namespace {parsed.namespace!r}: no router has"
-            " this Address"
+            f" this {parsed.kind}"
         )
     elif application.missing:
         reason, value = "PartiallyApplied", "False"
@@ -485,35 +544,6 @@ def address_status(
             f" (Routers {', '.join(application.applied)})"
         )
     status.set_condition(READY, value, reason, message, observed_generation=gen, now=now)
-    return status
-
-
-def link_route_status(
-    parsed: Parsed, problems: Iterable[Problem], *, now: datetime | None = None
-) -> LinkRouteStatus:
-    """Valid LinkRoutes are planned (conflicts found, status kept) but not applied: the router
-    cannot route links yet, and saying Ready would be a lie."""
-    status = _start(parsed)
-    assert isinstance(status, LinkRouteStatus)
-    if parsed.paused:
-        _set_paused(status, "LinkRoute", now)
-        return status
-    _clear_paused(status)
-    gen = parsed.generation
-    status.observedGeneration = gen
-    problems = list(problems)
-    if parsed.model is None:
-        reason, message = "InvalidSpec", parsed.error or "invalid spec"
-    elif problems:
-        reason, message = problems[0].reason, problems[0].message
-    else:
-        reason = "NotSupported"
-        message = (
-            "valid, but not applied: this router release cannot route links yet, so no router"
-            " has this LinkRoute"
-        )
-    status.set_condition(READY, "False", reason, message, observed_generation=gen, now=now)
-    return status
 
 
 def router_outcome_for_problems(

@@ -10,22 +10,23 @@ The same models validate the files (models.py) and the same planner computes the
   55672 inter-router, 45672 edge): on distinct addresses they do not clash. An address whose
   ports something else holds is skipped; a machine-wide lock serialises concurrent ``up``s.
 - The planner's connectors dial stable DNS names; here each name is rewritten to its pod's
-  address, and each listener's 0.0.0.0 to the pod's own address.
+  address, and each listener's 0.0.0.0 to the pod's own address. A LinkRoute's connector dials
+  its host as declared (a broker on this machine, say ``localhost``).
 - A pod is ``python -m router --config <state>/config/<pod>.json``, in a session of its own,
   logging to ``<state>/logs/<pod>.log``, its pid in ``<state>/pids/<pod>.pid``. A pid counts only
   while /proc shows that process running with that config file, so a reused pid is never
   signalled.
 - ``up`` on a running network plans again and rewrites the config files that change, which the
-  routers apply in place (router/reconfigure.py: addresses, connectors, listeners); pods that
-  appear are started, pods that disappear stopped, and only a pod whose mode changes (interior
-  <-> edge, which no router applies live) is restarted.
+  routers apply in place (router/reconfigure.py: addresses, link routes, connectors,
+  listeners); pods that appear are started, pods that disappear stopped, and only a pod whose
+  mode changes (interior <-> edge, which no router applies live) is restarted.
 - Invalid files change nothing: every file is read, validated and planned (local_files.py)
   before the first config is written; problems come back as one line each, naming the file,
   the object and the field (`InvalidInput`).
 
 What Kubernetes alone provides is left out: Secrets (a PLAIN listener's users, TLS) are refused
-here, image, resources and podTemplate are ignored, and LinkRoutes are planned and shown but not
-applied (the router has no link routing yet, on Kubernetes neither).
+here, and image, resources and podTemplate are ignored. LinkRoutes are applied as on Kubernetes
+(refused, as there, when they ask for TLS or a credentials Secret).
 """
 
 from __future__ import annotations
@@ -122,13 +123,18 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
         entry = ctr.model_dump(mode="json", exclude_defaults=True)
         if ctr.name == f"connector/{ctr.address}":
             entry.pop("name", None)
-        connectors.append({**entry, "host": hosts[ctr.host], "port": ctr.port, "role": ctr.role})
+        # Peers' DNS names become their addresses; a broker's host (a LinkRoute's) is kept.
+        host_here = hosts.get(ctr.host, ctr.host)
+        connectors.append({**entry, "host": host_here, "port": ctr.port, "role": ctr.role})
     data = {
         "router": config.router.model_dump(mode="json", exclude_defaults=True),
         "listeners": listeners,
         "connectors": connectors,
         "addresses": [a.model_dump(mode="json", exclude_defaults=True) for a in config.addresses],
+        "linkRoutes": [r.model_dump(mode="json", exclude_defaults=True) for r in config.linkRoutes],
     }
+    if not data["linkRoutes"]:
+        del data["linkRoutes"]  # the file as before LinkRoutes, for a router that has none
     RouterConfig.model_validate(data)
     return data
 
@@ -381,6 +387,7 @@ class Applied:
     """pod -> started | restarted (...) | updated (...) | unchanged | stopped (removed)"""
     warnings: tuple[str, ...]
     addresses: tuple[dict[str, Any], ...]
+    link_routes: tuple[dict[str, Any], ...] = ()
 
 
 def up(state_dir: Path, args: Sequence[str] = (), *, timeout: float = START_TIMEOUT) -> Applied:
@@ -502,7 +509,10 @@ def _run(
             actions.setdefault(pod.name, "started")
     _wait_listening(state_dir, pods, timeout)
     addresses = tuple(a for net in state.networks.values() for a in net["addresses"])
-    return Applied(planned.namespace, state_dir, tuple(pods), actions, planned.warnings, addresses)
+    routes = tuple(lr for net in state.networks.values() for lr in net["linkRoutes"])
+    return Applied(
+        planned.namespace, state_dir, tuple(pods), actions, planned.warnings, addresses, routes
+    )
 
 
 def _config(pod: PodPlan) -> RouterConfig:
@@ -542,6 +552,7 @@ def _network_summary(network: Any) -> dict[str, Any]:
                 "connection": None
                 if lr.connection is None
                 else f"{lr.connection.host}:{lr.connection.port}",
+                "connector": None if lr.connector is None else lr.connector.name,
             }
             for lr in network.link_routes
         ],
@@ -549,11 +560,12 @@ def _network_summary(network: Any) -> dict[str, Any]:
 
 
 def describe_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    """A config file's change in a few words: addresses by key, connectors by name,
-    listeners by address."""
+    """A config file's change in a few words: addresses and link routes by key, connectors by
+    name, listeners by address."""
     parts: list[str] = []
     for section, what, key in (
         ("addresses", "address", _address_key),
+        ("linkRoutes", "link route", lambda r: f"{_address_key(r)} {r.get('direction')}"),
         ("connectors", "connector", lambda c: c.get("name") or f"{c['host']}:{c.get('port')}"),
         ("listeners", "listener", lambda lsn: f"{lsn['host']}:{lsn['port']}"),
     ):

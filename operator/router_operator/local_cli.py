@@ -130,6 +130,8 @@ def print_applied(applied: local.Applied) -> None:
     print(_table(["ROUTER", "MODE", "CLIENTS CONNECT TO", ""], rows))
     if applied.addresses:
         print("addresses: " + "; ".join(_declared(a) for a in applied.addresses))
+    if applied.link_routes:
+        print("link routes: " + "; ".join(_link_route(lr) for lr in applied.link_routes))
     print(f"state, configs and logs: {_shown(applied.state_dir)}")
 
 
@@ -214,7 +216,7 @@ def format_status(report: dict[str, Any]) -> str:
     if report["addresses"]:
         lines.append("declared: " + "; ".join(_declared(a) for a in report["addresses"]))
     for lr in report["linkRoutes"]:
-        lines.append(f"link route {lr['key']} -> {lr['containerId'] or lr['connection']}")
+        lines.append(f"link route {_link_route(lr)}")
     rows = [
         [
             a["address"],
@@ -231,6 +233,14 @@ def format_status(report: dict[str, Any]) -> str:
         headers = ["ADDRESS", "ROUTER", "DISTRIBUTION", "CONSUMERS", "REMOTE ROUTERS"]
         lines += ["", _table(headers, rows)]
     return "\n".join(lines)
+
+
+def _link_route(route: dict[str, Any]) -> str:
+    """``prefix:db in -> broker:5672``: where the links of a LinkRoute go, in a few words."""
+    directions = route.get("directions") or []
+    direction = "both" if len(directions) == 2 else "".join(directions)
+    target = route.get("containerId") or route.get("connection")
+    return f"{route['key']} {direction} -> {target}"
 
 
 def _declared(address: dict[str, Any]) -> str:

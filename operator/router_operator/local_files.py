@@ -10,7 +10,8 @@ object and the field (`InvalidInput`). On top of the models' rules:
 - conflicts (two Addresses claiming one prefix): the planner lets the older object win, as on
   Kubernetes; here an object is as old as the first ``up`` that applied it, so a newcomer never
   changes what running routers do, and is reported rather than silently left out;
-- what only Kubernetes provides: a listener's Secrets (PLAIN users, TLS) are refused.
+- what only Kubernetes provides: a listener's Secrets (PLAIN users, TLS) are refused (a
+  LinkRoute's, by the planner, as on Kubernetes).
 """
 
 from __future__ import annotations
@@ -286,12 +287,6 @@ def plan_files(args: Sequence[str], applied: Mapping[str, Any] | None = None) ->
     for problem in plan.problems:
         line = f"{origin[problem.kind, problem.name]}: {problem.kind} {problem.name!r}: "
         (warnings if problem.reason in WARNINGS else problems).append(line + problem.message)
-    warnings += [
-        f"{origin['LinkRoute', route.name]}: LinkRoute {route.name!r}: planned, but not applied:"
-        " the routers cannot route links yet"
-        for network in plan.networks.values()
-        for route in network.link_routes
-    ]
     if problems:
         raise InvalidInput(problems)
     return Planned(namespace, tuple(declared), plan, tuple(warnings))

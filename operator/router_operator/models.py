@@ -526,12 +526,17 @@ class LinkRouteConnection(_Spec):
         default=None,
         description=(
             "Connect with TLS, trusting the CA in this Secret's ca.crt (and presenting"
-            " tls.crt/tls.key when present). Not available yet: the router has no TLS."
+            " tls.crt/tls.key when present). Not available yet: the router has no TLS, and a"
+            " LinkRoute naming one is not applied (Ready False, TLSNotSupported)."
         ),
     )
     saslSecret: SecretName | None = Field(
         default=None,
-        description="A kubernetes.io/basic-auth Secret (username, password): log in with PLAIN.",
+        description=(
+            "A kubernetes.io/basic-auth Secret (username, password): log in with PLAIN. Not"
+            " available yet: a LinkRoute naming one is not applied (Ready False,"
+            " SASLNotSupported)."
+        ),
     )
 
 

@@ -23,6 +23,12 @@ Rules, and why:
 - Addresses of a network are folded, sorted by key, into every router of that network. Two Address
   resources with the same prefix/pattern conflict: the older one (then the smaller name) wins, so
   a newcomer never silently changes what running routers do.
+- LinkRoutes are folded into every router of their network as ``linkRoutes`` entries (direction
+  ``both`` is two entries, in and out), with the same conflict rule per prefix/pattern and
+  direction. One naming a ``connection`` also puts a route-container connector
+  ``linkroute/<name>`` on every interior router, and its entries name that connector; edges get
+  the entries alone (they pass link-routed attaches up to their interior). What the router cannot
+  do yet (TLS, credentials from a Secret) refuses the whole LinkRoute: never applied half-way.
 - A bad declaration is a ``Problem`` on that object, not an exception: one broken Router must not
   stop the reconciliation of its whole network. A Router whose configs cannot be built gets no pod
   configs (``RouterPlan.ok`` is false) and its existing children should be left alone, but its pods
@@ -39,7 +45,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from router.config import AMQP_PORT, Address, ConfigError, RouterConfig
+from router.config import AMQP_PORT, Address, ConfigError, Connector, RouterConfig
+from router.config import LinkRoute as RouterLinkRoute
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
@@ -63,6 +70,9 @@ SASL_CONFIG_DIR = "/etc/routernet-sasl"
 """Where the pod gets the Cyrus config and the users' sasldb (a projected volume, see render)."""
 SASL_CONFIG_NAME = "routernet"
 SASLDB_FILE = "users.sasldb"
+LINK_ROUTE_CONNECTOR_PREFIX = "linkroute/"
+"""Route-container connectors of LinkRoutes are ``linkroute/<LinkRoute name>``: deterministic, so
+config-sync diffs them by name, and apart from the ``inter-router/`` and ``edge/`` ones."""
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -194,6 +204,8 @@ class RouterPlan:
     pods: tuple[PodPlan, ...]
     problems: tuple[Problem, ...]
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    link_routes: tuple[LinkRoutePlan, ...] = ()
+    """The LinkRoutes folded into this Router's configs (those of its network)."""
 
     @property
     def ok(self) -> bool:
@@ -242,8 +254,9 @@ class FoldedAddress:
 
 @dataclass(frozen=True)
 class LinkRoutePlan:
-    """A LinkRoute as data. router/config.py has no linkRoute entity yet, so this is not put into
-    router configs; the plan keeps it for status and for when the router learns link routing."""
+    """A LinkRoute as it is folded into the routers of its network: ``entries`` go into every
+    router's linkRoutes, ``connector`` (connection routes only) into every interior's
+    connectors."""
 
     name: str
     prefix: str | None
@@ -251,10 +264,31 @@ class LinkRoutePlan:
     directions: tuple[Literal["in", "out"], ...]
     container_id: str | None
     connection: LinkRouteConnectionDecl | None
+    entries: tuple[RouterLinkRoute, ...] = ()
+    connector: Connector | None = None
 
     @property
     def key(self) -> str:
         return f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
+
+    @property
+    def direction(self) -> Direction:
+        """As declared: ``both`` when it has both entries."""
+        return "both" if len(self.directions) == 2 else self.directions[0]
+
+    def record(self) -> dict[str, Any]:
+        """What was applied, as a LinkRoute spec's fields: the renderer keeps it beside the
+        configs so that a paused LinkRoute can be folded again exactly as applied (its
+        containerId entries carry no name to find them by)."""
+        data: dict[str, Any] = {"prefix": self.prefix} if self.prefix is not None else {}
+        if self.pattern is not None:
+            data["pattern"] = self.pattern
+        data["direction"] = self.direction
+        if self.container_id is not None:
+            data["containerId"] = self.container_id
+        if self.connection is not None:
+            data["connection"] = {"host": self.connection.host, "port": self.connection.port}
+        return data
 
 
 @dataclass(frozen=True)
@@ -340,6 +374,10 @@ def pod_host(router: str, ordinal: int, namespace: str, domain: str) -> str:
 
 def effective_listeners(decl: RouterDecl) -> tuple[ListenerDecl, ...]:
     return decl.listeners or (ListenerDecl(),)
+
+
+def link_route_connector_name(link_route: str) -> str:
+    return f"{LINK_ROUTE_CONNECTOR_PREFIX}{link_route}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,7 +531,7 @@ def _plan_network(
         for pod in pods.get(decl.name, []):
             config = None
             if not blocked:
-                config = _build_config(pod, folded, report)
+                config = _build_config(pod, folded, planned_routes, report)
                 if config is None:
                     blocked = [p for p in router_problems[decl.name] if p.reason in BLOCKING]
             pod_plans.append(
@@ -509,6 +547,7 @@ def _plan_network(
                 tuple(pod_plans),
                 tuple(router_problems[decl.name]),
                 domain,
+                tuple(planned_routes),
             )
         )
     return NetworkPlan(
@@ -611,13 +650,16 @@ def _listener_entries(decl: RouterDecl) -> list[dict[str, Any]]:
     return entries
 
 
-def _build_config(pod: _Pod, folded: list[FoldedAddress], report: Report) -> RouterConfig | None:
+def _build_config(
+    pod: _Pod, folded: list[FoldedAddress], routes: list[LinkRoutePlan], report: Report
+) -> RouterConfig | None:
     """Validates with the router's own model, so nothing reaches a pod that it would refuse."""
     data = {
         "router": {"id": pod.name, "mode": pod.router.role},
         "listeners": _listener_entries(pod.router),
-        "connectors": pod.connectors,
+        "connectors": pod.connectors + _route_connectors(pod.router, routes),
         "addresses": [f.entry.model_dump(exclude_defaults=True) for f in folded],
+        "linkRoutes": [e.model_dump(exclude_defaults=True) for r in routes for e in r.entries],
     }
     try:
         config = RouterConfig.model_validate(data)
@@ -631,6 +673,21 @@ def _build_config(pod: _Pod, folded: list[FoldedAddress], report: Report) -> Rou
         config.router.saslConfigDir = SASL_CONFIG_DIR
         config.router.saslConfigName = SASL_CONFIG_NAME
     return config
+
+
+def _route_connectors(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[dict[str, Any]]:
+    """Interior routers dial the brokers of connection routes themselves; an edge passes the
+    attach up to its interior, so it needs no connection of its own."""
+    if dialer.role != "interior":
+        return []
+    entries = []
+    for route in routes:
+        if route.connector is not None:
+            entry = route.connector.model_dump(exclude_defaults=True)
+            if dialer.link_capacity is not None:
+                entry["linkCapacity"] = dialer.link_capacity
+            entries.append(entry)
+    return sorted(entries, key=lambda entry: entry["name"])
 
 
 def _fold_addresses(addresses: list[AddressDecl], report: Report) -> list[FoldedAddress]:
@@ -669,49 +726,103 @@ def _fold_addresses(addresses: list[AddressDecl], report: Report) -> list[Folded
 
 
 def _plan_link_routes(routes: list[LinkRouteDecl], report: Report) -> list[LinkRoutePlan]:
-    """Checks what router/config.py cannot yet (it has no linkRoute entity); oldest wins."""
-    claimed: dict[tuple[str, str], str] = {}
+    """``routes`` is sorted oldest first, so the first claim on a prefix/pattern and direction
+    wins. A refused LinkRoute claims nothing: it is in no router."""
+    claimed: dict[str, str] = {}
     planned: list[LinkRoutePlan] = []
     for decl in routes:
-        if (decl.prefix is None) == (decl.pattern is None):
-            report(
-                "LinkRoute", decl.name, "Invalid", "exactly one of prefix or pattern is required"
-            )
+        route = _link_route_plan(decl, report)
+        if route is None:
             continue
-        if (decl.container_id is None) == (decl.connection is None):
-            report(
-                "LinkRoute",
-                decl.name,
-                "Invalid",
-                "exactly one of containerId or connection is required",
-            )
-            continue
-        try:  # the same token rules as addresses
-            key = Address.model_validate({"prefix": decl.prefix, "pattern": decl.pattern}).key
-        except ValidationError as err:
-            report("LinkRoute", decl.name, "Invalid", str(ConfigError.from_validation(err)))
-            continue
-        directions: tuple[Literal["in", "out"], ...] = (
-            ("in", "out") if decl.direction == "both" else (decl.direction,)
-        )
-        taken = [claimed[(key, d)] for d in directions if (key, d) in claimed]
+        taken = [claimed[e.key] for e in route.entries if e.key in claimed]
         if taken:
             report(
                 "LinkRoute",
                 decl.name,
                 "Conflict",
-                f"{key} ({decl.direction}) is already declared by LinkRoute {taken[0]!r} (older);"
-                " this one is not applied",
+                f"{route.key} ({decl.direction}) is already declared by LinkRoute {taken[0]!r}"
+                " (older); this one is not applied",
             )
             continue
-        claimed.update({(key, d): decl.name for d in directions})
-        planned.append(
-            LinkRoutePlan(
-                decl.name, decl.prefix, decl.pattern, directions, decl.container_id, decl.connection
-            )
-        )
+        claimed.update({e.key: decl.name for e in route.entries})
+        planned.append(route)
     planned.sort(key=lambda lr: (lr.key, lr.directions))
     return planned
+
+
+def _link_route_plan(decl: LinkRouteDecl, report: Report) -> LinkRoutePlan | None:
+    """The entries and connector of one LinkRoute, validated with the router's own models (so
+    a bad one is this LinkRoute's problem, never a Router's); None when it cannot be applied."""
+    refusal = _unsupported_connection(decl)
+    if refusal is not None:
+        report("LinkRoute", decl.name, *refusal)
+        return None
+    directions: tuple[Literal["in", "out"], ...] = (
+        ("in", "out") if decl.direction == "both" else (decl.direction,)
+    )
+    name = link_route_connector_name(decl.name) if decl.connection is not None else None
+    try:
+        entries = tuple(
+            RouterLinkRoute.model_validate(
+                {
+                    "prefix": decl.prefix,
+                    "pattern": decl.pattern,
+                    "direction": direction,
+                    "containerId": decl.container_id,
+                    "connection": name,
+                }
+            )
+            for direction in directions
+        )
+        connector = None
+        if decl.connection is not None:
+            connector = Connector.model_validate(
+                {
+                    "name": name,
+                    "host": decl.connection.host,
+                    "port": decl.connection.port,
+                    "role": "route-container",
+                }
+            )
+    except ValidationError as err:
+        report("LinkRoute", decl.name, "Invalid", str(ConfigError.from_validation(err)))
+        return None
+    return LinkRoutePlan(
+        decl.name,
+        decl.prefix,
+        decl.pattern,
+        directions,
+        decl.container_id,
+        decl.connection,
+        entries,
+        connector,
+    )
+
+
+def _unsupported_connection(decl: LinkRouteDecl) -> tuple[str, str] | None:
+    """(reason, message) when the connection asks for what the router cannot do yet. Refused
+    rather than degraded: a connection meant to be encrypted or authenticated must not be
+    opened in clear text or anonymously."""
+    connection = decl.connection
+    if connection is None:
+        return None
+    target = f"{connection.host}:{connection.port}"
+    if connection.tls_secret is not None:
+        return (
+            "TLSNotSupported",
+            f"connection.tlsSecret {connection.tls_secret!r}: the router has no TLS yet;"
+            f" refusing to connect to {target} in clear text, so this LinkRoute is not applied",
+        )
+    if connection.sasl_secret is not None:
+        return (
+            "SASLNotSupported",
+            f"connection.saslSecret {connection.sasl_secret!r}: logging in to a broker with"
+            " credentials from a Secret is not supported yet (the router takes the user name"
+            " from its configuration, which is kept in a ConfigMap), so this LinkRoute is not"
+            " applied; let the broker connect to a route-container listener instead and match"
+            " it by containerId (that listener can require PLAIN with saslUsersSecret)",
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,6 +844,9 @@ class PodChange:
     addresses_removed: tuple[str, ...] = ()
     addresses_changed: tuple[str, ...] = ()
     listeners_changed: bool = False
+    link_routes_added: tuple[str, ...] = ()
+    link_routes_removed: tuple[str, ...] = ()
+    link_routes_changed: tuple[str, ...] = ()
 
 
 def diff_plans(old: NamespacePlan | None, new: NamespacePlan) -> tuple[PodChange, ...]:
@@ -752,6 +866,7 @@ def diff_plans(old: NamespacePlan | None, new: NamespacePlan) -> tuple[PodChange
                 {c.name: c for c in a.connectors}, {c.name: c for c in b.connectors}
             )
             addresses = _compare({x.key: x for x in a.addresses}, {x.key: x for x in b.addresses})
+            routes = _compare({r.key: r for r in a.linkRoutes}, {r.key: r for r in b.linkRoutes})
             changes.append(
                 PodChange(
                     name,
@@ -764,6 +879,9 @@ def diff_plans(old: NamespacePlan | None, new: NamespacePlan) -> tuple[PodChange
                     addresses_removed=addresses[1],
                     addresses_changed=addresses[2],
                     listeners_changed=a.listeners != b.listeners,
+                    link_routes_added=routes[0],
+                    link_routes_removed=routes[1],
+                    link_routes_changed=routes[2],
                 )
             )
     return tuple(changes)

@@ -48,7 +48,7 @@ from router_operator.planner import (
     RouterPlan,
     plan_namespace,
 )
-from router_operator.render import RenderError, config_map_name, render_router
+from router_operator.render import LINK_ROUTES_KEY, RenderError, config_map_name, render_router
 
 log = logging.getLogger("router_operator.reconciler")
 
@@ -166,8 +166,8 @@ def reconcile_namespace(
 ) -> Result:
     """Plans the namespace, applies the children of every Router that may be applied, and
     writes every object's status. Raises ApiError only when the plan itself cannot be made
-    (the applied state of a paused Address cannot be read); a failure to apply one Router is
-    that Router's status, and the others are still applied."""
+    (the applied state of a paused Address or LinkRoute cannot be read); a failure to apply one
+    Router is that Router's status, and the others are still applied."""
     ns = snapshot.namespace
     routers = _parse_all("Router", snapshot.routers, memory)
     addresses = _parse_all("Address", snapshot.addresses, memory)
@@ -183,7 +183,13 @@ def reconcile_namespace(
     ]
     address_decls = []
     paused = [a for a in addresses if a.model is not None and a.paused]
-    entries = _applied_address_entries(api, ns, router_decls, {_network(a) for a in paused})
+    paused_routes = {lr.name for lr in link_routes if lr.model is not None and lr.paused}
+    networks = {_network(a) for a in paused}
+    if paused_routes:  # a paused LinkRoute may have been applied in another network
+        networks |= {decl.network for decl in router_decls}
+    config_maps = _config_map_data(api, ns, router_decls, networks)
+    entries = _applied_address_entries(config_maps, router_decls)
+    records = _applied_link_routes(config_maps, router_decls, paused_routes)
     for a in addresses:
         if a.model is None:
             continue
@@ -193,7 +199,17 @@ def reconcile_namespace(
                 address_decls.append(adapter.frozen_address_decl(a, entry))
             continue
         address_decls.append(adapter.address_decl(a))
-    link_route_decls = [adapter.link_route_decl(lr) for lr in link_routes if lr.model]
+    link_route_decls = []
+    for lr in link_routes:
+        if lr.model is None:
+            continue
+        if lr.paused:
+            found = records.get(lr.name)
+            frozen = adapter.frozen_link_route_decl(lr, *found) if found else None
+            if frozen is not None:
+                link_route_decls.append(frozen)
+            continue
+        link_route_decls.append(adapter.link_route_decl(lr))
     plan = plan_namespace(
         ns, router_decls, address_decls, link_route_decls, cluster_domain=config.cluster_domain
     )
@@ -222,7 +238,9 @@ def reconcile_namespace(
         )
         _write_status(api, a, status, result, memory)
     for lr in link_routes:
-        status = adapter.link_route_status(lr, plan.problems_of("LinkRoute", lr.name))
+        status = adapter.link_route_status(
+            lr, plan.problems_of("LinkRoute", lr.name), _application(lr, plan, by_name)
+        )
         _write_status(api, lr, status, result, memory)
     return result
 
@@ -254,19 +272,27 @@ def _network(parsed: Parsed) -> str:
     return network if isinstance(network, str) else str(parsed.spec.get("network", "default"))
 
 
-def _applied_address_entries(
+def _config_map_data(
     api: Api, namespace: str, routers: Iterable[RouterDecl], networks: set[str]
+) -> dict[str, Mapping[str, Any]]:
+    """Router name -> its ConfigMap's data, read only for the Routers of ``networks`` (those of
+    paused objects: usually none, so no requests)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for decl in sorted(routers, key=lambda d: d.name):
+        if decl.network in networks:
+            config_map = api.get("v1", "ConfigMap", namespace, config_map_name(decl.name)) or {}
+            found[decl.name] = config_map.get("data") or {}
+    return found
+
+
+def _applied_address_entries(
+    config_maps: Mapping[str, Mapping[str, Any]], routers: Iterable[RouterDecl]
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """(network, key) → the address entry the routers of that network run now, read back from
-    their ConfigMaps; only for the networks of paused Addresses (usually none: no requests)."""
+    their ConfigMaps."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    if not networks:
-        return found
     for decl in sorted(routers, key=lambda d: d.name):
-        if decl.network not in networks:
-            continue
-        config_map = api.get("v1", "ConfigMap", namespace, config_map_name(decl.name)) or {}
-        data = config_map.get("data") or {}
+        data = config_maps.get(decl.name, {})
         for key in sorted(k for k in data if k.endswith(".json")):
             try:
                 entries = json.loads(data[key]).get("addresses") or []
@@ -279,6 +305,29 @@ def _applied_address_entries(
                     continue
                 found.setdefault((decl.network, address_key), entry)
             break  # every pod of a network has the same addresses
+    return found
+
+
+def _applied_link_routes(
+    config_maps: Mapping[str, Mapping[str, Any]], routers: Iterable[RouterDecl], names: set[str]
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """LinkRoute name → (network, its spec as applied) for ``names``, from the record that the
+    ConfigMaps keep (render.LINK_ROUTES_KEY); the first Router by name that has it wins."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for decl in sorted(routers, key=lambda d: d.name):
+        text = config_maps.get(decl.name, {}).get(LINK_ROUTES_KEY)
+        if not text:
+            continue
+        try:
+            records = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(records, dict):
+            continue
+        for name in names - found.keys():
+            record = records.get(name)
+            if isinstance(record, dict):
+                found[name] = (decl.network, record)
     return found
 
 
@@ -337,9 +386,10 @@ def _reconcile_router(
 
 
 def _application(
-    address: Parsed, plan: NamespacePlan, outcomes: Mapping[str, RouterOutcome]
+    parsed: Parsed, plan: NamespacePlan, outcomes: Mapping[str, RouterOutcome]
 ) -> Application:
-    network = _network(address)
+    """Which Routers of the object's network (an Address's, a LinkRoute's) have it applied."""
+    network = _network(parsed)
     net_plan = plan.networks.get(network)
     names = [r.name for r in net_plan.routers] if net_plan else []
     applied = tuple(n for n in names if outcomes[n].applied)

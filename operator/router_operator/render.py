@@ -24,6 +24,10 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   gets a Role ``<name>-config-reader``: get/list/watch on that one ConfigMap (resourceNames;
   configsync's list and watch carry the ``metadata.name`` field selector that authorizes them),
   bound before the StatefulSet so the first pods may already watch. The pod mounts its token.
+- LinkRoutes go into the pod configs like Addresses (live, no restart); the ConfigMap also keeps
+  ``linkroutes``, the LinkRoutes folded in as their specs, which a paused LinkRoute is folded
+  again from (its containerId entries in a pod config say nothing of which LinkRoute made them).
+  The key has no ``.json`` suffix: pods and readers of pod configs take only ``<pod>.json``.
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -73,6 +77,9 @@ MAX_CONFIG_MAP_BYTES = 1024 * 1024
 """Kubernetes refuses ConfigMaps whose data exceed 1 MiB."""
 SASL_CONF_KEY = "sasl.conf"
 """The ConfigMap key of the Cyrus SASL config (never a pod's: those end in .json)."""
+LINK_ROUTES_KEY = "linkroutes"
+"""The ConfigMap key recording the LinkRoutes folded in: JSON, LinkRoute name -> its spec as
+applied (prefix or pattern, direction, containerId or connection)."""
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 CONFIG_MAP_ENV = "ROUTERNET_CONFIGMAP"
 """The router's config-sync watches the ConfigMap this names (router/reconfigure.py)."""
@@ -196,12 +203,15 @@ def config_map_data(plan: RouterPlan) -> dict[str, str]:
         data[f"{pod.name}.json"] = json.dumps(dumped, separators=(",", ":"))
     if plan.sasl_users_secret is not None:
         data[SASL_CONF_KEY] = sasl_config()
+    if plan.link_routes:
+        records = {route.name: route.record() for route in plan.link_routes}
+        data[LINK_ROUTES_KEY] = json.dumps(records, separators=(",", ":"), sort_keys=True)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
     if size > MAX_CONFIG_MAP_BYTES:
         raise RenderError(
             f"Router {plan.name!r}: the configs of its {len(plan.pods)} pods take {size} bytes,"
             f" over the ConfigMap limit of {MAX_CONFIG_MAP_BYTES}; fewer replicas per Router"
-            " or fewer addresses per network"
+            " or fewer addresses and link routes per network"
         )
     return data
 

@@ -1,0 +1,107 @@
+"""The local backend's plan and config files for LinkRoutes, without starting routers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from router_operator import local
+from router_operator.local_files import InvalidInput, Planned, plan_files
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+LINK_ROUTES = """\
+apiVersion: routernet.io/v1alpha1
+kind: LinkRoute
+metadata: {name: db}
+spec:
+  prefix: db
+  direction: in
+  connection: {host: localhost, port: 5673}
+---
+apiVersion: routernet.io/v1alpha1
+kind: LinkRoute
+metadata: {name: queues}
+spec: {pattern: "queue.*", containerId: broker-0}
+"""
+
+
+def planned(tmp_path: Path, text: str) -> Planned:
+    extra = tmp_path / "linkroutes.yaml"
+    extra.write_text(textwrap.dedent(text))
+    return plan_files([str(EXAMPLES), str(extra)])
+
+
+def configs(result: Planned) -> dict[str, dict[str, object]]:
+    """Every pod's local config file, with made-up loopback addresses."""
+    pods = [pod for pod in result.plan.pods().values() if pod.config is not None]
+    hosts = {pod.name: f"127.0.0.{i}" for i, pod in enumerate(pods, 2)}
+    dns = {pod.host: hosts[pod.name] for pod in pods}
+    return {pod.name: local.local_config(pod, hosts[pod.name], dns) for pod in pods}
+
+
+def test_link_routes_go_into_the_local_configs(tmp_path: Path) -> None:
+    result = planned(tmp_path, LINK_ROUTES)
+    assert result.warnings == ()
+    entries = [
+        {"pattern": "queue.*", "direction": "in", "containerId": "broker-0"},
+        {"pattern": "queue.*", "direction": "out", "containerId": "broker-0"},
+        {"prefix": "db", "direction": "in", "connection": "linkroute/db"},
+    ]
+    for name, config in configs(result).items():
+        assert config["linkRoutes"] == entries, name
+        route_containers = [
+            c
+            for c in config.get("connectors", [])  # type: ignore[attr-defined]
+            if c["role"] == "route-container"
+        ]
+        if name.startswith("core-"):
+            # The broker's host is dialled as declared, not mapped to a router's address.
+            assert route_containers == [
+                {
+                    "name": "linkroute/db",
+                    "host": "localhost",
+                    "port": 5673,
+                    "role": "route-container",
+                }
+            ]
+        else:
+            assert route_containers == []
+
+
+def test_a_link_route_over_tls_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        planned(
+            tmp_path,
+            """\
+            apiVersion: routernet.io/v1alpha1
+            kind: LinkRoute
+            metadata: {name: vault}
+            spec: {prefix: vault, connection: {host: vault, tlsSecret: vault-tls}}
+            """,
+        )
+    [line] = caught.value.lines
+    assert line.startswith(f"{tmp_path / 'linkroutes.yaml'}: LinkRoute 'vault': ")
+    assert "the router has no TLS yet" in line
+
+
+def test_a_link_route_added_is_described_as_such() -> None:
+    old = {"linkRoutes": [{"prefix": "a", "direction": "in", "containerId": "b"}]}
+    new = {
+        "linkRoutes": [
+            {"prefix": "a", "direction": "in", "containerId": "c"},
+            {"pattern": "q.*", "direction": "out", "containerId": "c"},
+        ],
+        "connectors": [{"name": "linkroute/x", "host": "h", "port": 1, "role": "route-container"}],
+    }
+    assert local.describe_change(old, new) == (
+        "link route +pattern:q.* out, link route ~prefix:a in, connector +linkroute/x"
+    )
+
+
+def test_the_link_route_examples_plan_cleanly() -> None:
+    result = plan_files([str(EXAMPLES), str(EXAMPLES / "linkroutes")])
+    assert result.warnings == ()
+    routes = result.plan.networks["default"].link_routes
+    assert [(lr.name, lr.direction) for lr in routes] == [("archive", "out"), ("queues", "both")]
