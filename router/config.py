@@ -467,6 +467,9 @@ class LinkRoute(_Strict):
             raise ValueError("exactly one of prefix or pattern is required")
         if (self.containerId is None) == (self.connection is None):
             raise ValueError("exactly one of containerId or connection is required")
+        for field, value in (("containerId", self.containerId), ("connection", self.connection)):
+            if value is not None and not value.strip():
+                raise ValueError(f"{field} {value!r} is empty: name the container or connection")
         return self
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from router.addressing import TokenTree, parse, rule_tokens
+from router.addressing import Kind, TokenTree, parse, rule_tokens
 from router.config import RouterConfig
 
 # The hint link-route keys carry in mobile address updates: Dispatch's "link-balanced".
@@ -46,10 +46,24 @@ class LinkRouteRule:
     @property
     def key(self) -> str:
         """The routing-table key, as Dispatch hashes it: what a router with the container
-        advertises to the others in its mobile address updates."""
+        advertises to the others in its mobile address updates.
+
+        Dispatch turns a prefix `p` into the pattern `p.#`, and keys any pattern whose only
+        wildcard is a final `#` as the prefix before it (`a.b.#` -> `Ca.b`, for routers that
+        know prefixes only); its address hash then drops one trailing separator."""
+        inbound = self.direction == "in"
         if self.prefix is not None:
-            return ("C" if self.direction == "in" else "D") + self.prefix
-        return ("E" if self.direction == "in" else "F") + (self.pattern or "")
+            text, as_prefix = self.prefix, True
+        else:
+            text = self.pattern or ""
+            as_prefix = "*" not in text and text.endswith("#") and text.count("#") == 1
+            if as_prefix:
+                text = text[:-1]
+        if text.endswith((".", "/")):
+            text = text[:-1]
+        if as_prefix:
+            return ("C" if inbound else "D") + text
+        return ("E" if inbound else "F") + text
 
     def tokens(self) -> tuple[str, ...]:
         return rule_tokens(self.prefix, self.pattern)
@@ -100,7 +114,9 @@ class LinkRouteTable:
         if not self._rules or not address:
             return None
         destination = parse(address, "")
-        if destination.key[0] != "M":
+        # An edge's space (`_edge/<edge>/...`) parses as mobile away from that edge, and as
+        # mobile here too since no router id is given: it is the edge's, never a container's.
+        if destination.kind is not Kind.MOBILE or destination.key.startswith("M0_edge/"):
             return None
         return self._trees[direction].find(destination.key[2:])
 

@@ -762,3 +762,129 @@ def test_a_config_with_connectors_dumps_and_loads_back(tmp_path: Path) -> None:
     path = tmp_path / "again.json"
     path.write_text(cfg.model_dump_json())
     assert load_config(path) == cfg
+
+
+# ----- link routes ----------------------------------------------------------------------------
+
+
+def route(**fields: Any) -> dict[str, Any]:
+    return {"direction": "in", "containerId": "broker", **fields}
+
+
+def test_link_route_defaults() -> None:
+    lr = validate_config(config(linkRoutes=[route(prefix="queue")])).linkRoutes[0]
+    assert lr.model_dump() == {
+        "prefix": "queue",
+        "pattern": None,
+        "direction": "in",
+        "containerId": "broker",
+        "connection": None,
+        "addExternalPrefix": None,
+        "delExternalPrefix": None,
+    }
+
+
+def test_in_and_out_routes_for_one_prefix_are_fine() -> None:
+    routes = [
+        route(prefix="queue", direction="in"),
+        route(prefix="queue", direction="out"),
+        route(pattern="*.orders", direction="in", containerId=None, connection="brokers"),
+        route(pattern="*/orders", direction="out", containerId=None, connection="brokers"),
+    ]
+    cfg = validate_config(config(linkRoutes=routes))
+    assert [(lr.direction, lr.prefix or lr.pattern) for lr in cfg.linkRoutes] == [
+        ("in", "queue"),
+        ("out", "queue"),
+        ("in", "*.orders"),
+        ("out", "*/orders"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            config(linkRoutes=[{"prefix": "queue", "containerId": "broker"}]),
+            "linkRoutes[0].direction: required",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue", direction="both")]),
+            "linkRoutes[0].direction: 'both' is invalid: input should be 'in' or 'out'",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue", pattern="queue.*")]),
+            "linkRoutes[0]: exactly one of prefix or pattern is required",
+        ),
+        (
+            config(linkRoutes=[route()]),
+            "linkRoutes[0]: exactly one of prefix or pattern is required",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue", connection="brokers")]),
+            "linkRoutes[0]: exactly one of containerId or connection is required",
+        ),
+        (
+            config(linkRoutes=[{"prefix": "queue", "direction": "out"}]),
+            "linkRoutes[0]: exactly one of containerId or connection is required",
+        ),
+        (
+            config(linkRoutes=[{"prefix": "q", "direction": "out", "connection": " "}]),
+            "linkRoutes[0]: connection ' ' is empty: name the container or connection",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue.*")]),
+            "linkRoutes[0].prefix: 'queue.*' is not a valid prefix: use pattern for wildcards",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue/#")]),
+            "linkRoutes[0].prefix: 'queue/#' is not a valid prefix: use pattern for wildcards",
+        ),
+        (
+            config(linkRoutes=[route(prefix="")]),
+            "linkRoutes[0].prefix: '' is not a valid prefix: tokens separated by '.' or '/' must"
+            " be non-empty and contain no spaces",
+        ),
+        (
+            config(linkRoutes=[route(pattern="queue.a*")]),
+            "linkRoutes[0].pattern: 'queue.a*' is not a valid pattern: '*' and '#' must be whole"
+            " tokens",
+        ),
+        (
+            config(linkRoutes=[route(pattern="queue..*")]),
+            "linkRoutes[0].pattern: 'queue..*' is not a valid pattern: tokens separated by '.'"
+            " or '/' must be non-empty and contain no spaces",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue"), route(pattern="queue"), {"direction": "x"}]),
+            "linkRoutes[2].direction: 'x' is invalid",
+        ),
+        (
+            config(linkRoutes=[route(prefix="queue", colour="red")]),
+            "linkRoutes[0].colour: unknown key",
+        ),
+        (
+            config(linkRoutes=[route(prefix="a.b"), route(prefix="a.b", containerId="other")]),
+            "linkRoutes[1]: duplicate prefix:a.b direction:in (also linkRoutes[0])",
+        ),
+        (
+            config(linkRoutes=[route(prefix="a.b"), route(prefix="a/b")]),
+            "linkRoutes[1]: duplicate prefix:a/b direction:in (also linkRoutes[0])",
+        ),
+        (
+            config(
+                linkRoutes=[
+                    route(prefix="x", direction="out"),
+                    route(prefix="a", direction="out"),
+                    route(pattern="a.#", direction="out"),
+                ]
+            ),
+            "linkRoutes[2]: duplicate pattern:a.# direction:out (also linkRoutes[1])",
+        ),
+        (
+            config(linkRoutes=[route(pattern="a.*.c"), route(pattern="a/*/c")]),
+            "linkRoutes[1]: duplicate pattern:a/*/c direction:in (also linkRoutes[0])",
+        ),
+    ],
+)
+def test_link_route_errors(data: dict[str, Any], message: str) -> None:
+    assert error_of(data).startswith(message)

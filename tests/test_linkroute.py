@@ -8,6 +8,8 @@ receivers. tests/test_linkroute_broker.py does the same against a real broker.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -299,3 +301,104 @@ def test_links_are_routed_across_the_network_to_the_containers_router(
         broker.serve("queue.back", 9)
         world.run_until(lambda: len(receiver.messages) == 9, what="9 messages via B")
         world.run_until(lambda: len(broker.settled) == 9, what="accepts back at A")
+
+
+def rewrite(router: RouterProcess) -> None:
+    """Replace the router's config file with what `router.config` now says, as an operator's
+    tool would (a new file renamed over the old)."""
+    tmp = router.config_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(router.config))
+    os.replace(tmp, router.config_path)
+
+
+def wait_applied(router: RouterProcess, world: World, count: int) -> str:
+    """The router's `count`-th applied change, waited for with the world stepping so that the
+    connections already open stay answered."""
+    marker = "event=config.applied source=file"
+
+    def lines() -> list[str]:
+        return [line for line in router.log().splitlines() if marker in line]
+
+    world.run_until(lambda: len(lines()) >= count, timeout=3.0, what=f"config change {count}")
+    return lines()[count - 1]
+
+
+def test_link_routes_added_and_removed_by_a_config_file_change(
+    tmp_path: Path, world: World
+) -> None:
+    # The world closes its connections first, so that the router need not wait on them to stop.
+    with RouterProcess(tmp_path, listeners=[{}, {"role": "route-container"}]) as router, world:
+        assert router.proc is not None
+        pid = router.proc.pid
+        broker = FakeBroker(world, router.listener_url(1))
+        client = world.connect(router.url)
+
+        router.config["linkRoutes"] = ROUTES
+        rewrite(router)
+        applied = wait_applied(router, world, 1)
+        assert "linkRoute +prefix:queue direction:in" in applied
+        assert "linkRoute +prefix:queue direction:out" in applied
+        sender = client.sender("queue.live", name="live-in")
+        assert sender.attached and not sender.closed
+        assert broker.attaches == [("live-in", "queue.live", True)]
+        first = sender.send(Message(body="routed"))
+        world.run_until(lambda: first.settled, what="the container's outcome")
+        assert first.outcome == "accepted"
+        assert body_list(broker.received) == ["routed"]
+
+        router.config["linkRoutes"] = []
+        rewrite(router)
+        applied = wait_applied(router, world, 2)
+        assert "linkRoute -prefix:queue direction:in" in applied
+        # New links are the router's own again: a receiver attaches here, and a sender to it
+        # gets its messages through the router, not the container.
+        receiver = client.receiver("queue.live", name="live-out")
+        assert receiver.attached and not receiver.closed
+        local = client.sender("queue.live", name="live-in-2")
+        world.run_until(lambda: local.credit > 0, what="the router's credit")
+        local.send(Message(body="message-routed"))
+        world.run_until(lambda: receiver.bodies == ["message-routed"], what="the message")
+        # The link routed before the change stays routed.
+        second = sender.send(Message(body="still routed"))
+        world.run_until(lambda: second.settled, what="the container's outcome")
+        assert body_list(broker.received) == ["routed", "still routed"]
+        assert [name for name, _address, _receiving in broker.attaches] == ["live-in"]
+        assert router.alive() and router.proc.pid == pid
+        assert "config.restart_required" not in router.log()
+
+
+def test_a_client_on_an_edge_is_routed_through_its_interior(tmp_path: Path, world: World) -> None:
+    interior = RouterProcess(
+        tmp_path,
+        "A",
+        listeners=[{}, {"role": "edge"}, {"role": "route-container"}],
+        sections={"linkRoutes": ROUTES},
+        extra_args=["--mode", "interior"],
+    )
+    edge = RouterProcess(
+        tmp_path,
+        "E1",
+        sections={"linkRoutes": ROUTES},
+        extra_args=["--mode", "edge", "--connect", f"127.0.0.1:{interior.listeners[1]['port']}"],
+    )
+    with interior, edge, world:
+        broker = FakeBroker(world, interior.listener_url(2))
+        world.run_until(lambda: "event=edge.uplink " in edge.log(), what="the edge's uplink")
+        client = world.connect(edge.url)
+
+        sender = client.sender("queue.from-edge", name="edge-in")
+        assert sender.attached and not sender.closed
+        assert broker.attaches == [("edge-in", "queue.from-edge", True)]
+        world.run_until(lambda: sender.credit > 0, what="the container's credit")
+        sent = sender.send_all(Message(body=i) for i in range(10))
+        world.run_until(sender.all_settled, what="outcomes from the container")
+        assert {t.outcome for t in sent} == {"accepted"}
+        assert body_list(broker.received) == list(range(10))
+
+        receiver = client.receiver("queue.to-edge", name="edge-out", credit=3)
+        assert receiver.attached and not receiver.closed
+        broker.serve("queue.to-edge", 7)
+        world.run_until(lambda: len(receiver.messages) == 7, what="7 messages via A")
+        assert receiver.bodies == [f"m{i}" for i in range(7)]
+        world.run_until(lambda: len(broker.settled) == 7, what="accepts back at the container")
+        assert set(broker.settled) == {ACCEPTED}
