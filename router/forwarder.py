@@ -116,6 +116,10 @@ class Message:
         return cached[1]
 
 
+# A path toward another router with consumers: (its id, cost, data link, next-hop router id).
+Path = tuple[str, int, "Link", "str | None"]
+
+
 class AddressEntry:
     """Routing-table entry for one address key: its consumers, senders and held deliveries."""
 
@@ -126,6 +130,7 @@ class AddressEntry:
         "held",
         "ingress",
         "key",
+        "paths",
         "remote",
         "rr",
         "rule",
@@ -144,6 +149,8 @@ class AddressEntry:
         self.egress = 0
         # other routers with consumers for this address -> their distribution hint
         self.remote: dict[str, int] = {}
+        # (Forwarder.epoch, priority, Forwarder.remote_paths()) as last computed
+        self.paths: tuple[int, int, list[Path]] | None = None
 
     @property
     def idle(self) -> bool:
@@ -170,6 +177,9 @@ class Forwarder:
         self.network: Network | None = None
         self.edge: Edge | None = None
         self.remote_keys: dict[str, set[str]] = {}
+        # Bumped whenever a path to another router may have changed (topology, inter-router
+        # links, other routers' addresses): entries' cached paths older than this are stale.
+        self.epoch = 0
         # Set when the router drains before it stops (router/drain.py): clients' senders get
         # no more credit and nothing is held for a consumer to come.
         self.draining = False
@@ -405,12 +415,11 @@ class Forwarder:
                 cand = consumers[(i + k) % n]
                 if best is None or cand.outstanding < best_score:
                     best, best_score = cand, cand.outstanding
-        for rid in sorted(entry.remote):
-            if rid in excluded:
-                continue
-            cost = routes.cost.get(rid)
-            link = net.data_link(rid, priority)
-            if cost is None or link is None or net.link_router(link) in excluded:
+        paths = entry.paths
+        if paths is None or paths[0] != self.epoch or paths[1] != priority:
+            paths = entry.paths = (self.epoch, priority, self.remote_paths(entry, priority))
+        for rid, cost, link, via in paths[2]:
+            if rid in excluded or via in excluded:
                 continue
             score = cost if dist == "closest" else cost + link.outstanding
             if best is None or score < best_score:
@@ -419,6 +428,21 @@ class Forwarder:
             self.undeliverable(msg, entry, fwd, origin, redirected)
         else:
             self.deliver(best, msg, fwd, origin)
+
+    def remote_paths(self, entry: AddressEntry, priority: int) -> list[Path]:
+        """The routers with consumers for `entry` that have a path, in id order (so that equal
+        scores go to the lowest id, as Dispatch breaks ties): (id, cost, data link, the
+        neighbor it leads to). Kept per entry until `epoch` moves: the same for every
+        message."""
+        net = self.network
+        assert net is not None
+        paths = []
+        for rid in sorted(entry.remote):
+            cost = net.routes.cost.get(rid)
+            link = net.data_link(rid, priority)
+            if cost is not None and link is not None:
+                paths.append((rid, cost, link, net.link_router(link)))
+        return paths
 
     def route_edge(
         self,
@@ -466,12 +490,14 @@ class Forwarder:
 
     def routes_changed(self) -> None:
         """Paths changed: destinations may have become (un)reachable."""
+        self.epoch += 1
         for entry in list(self.entries.values()):
             if (entry.remote or entry.key[0] == "R") and self.reachable(entry):
                 self.became_reachable(entry)
 
     def remote_addresses(self, router_id: str, addresses: dict[str, int]) -> None:
         """Another router's full set of mobile addresses (empty when it is gone)."""
+        self.epoch += 1
         before = self.remote_keys.get(router_id, set())
         after = set(addresses)
         for key in before - after:

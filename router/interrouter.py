@@ -143,6 +143,7 @@ class Network:
             neighbor.control_out = link
         elif priority is not None:
             neighbor.data_out[priority] = link
+            self.router.fwd.epoch += 1
         if neighbor.ready and not neighbor.up:
             neighbor.up = True
             self.control.link_up(neighbor.conn, self.cost(neighbor.conn), self.router.fwd.now)
@@ -165,9 +166,11 @@ class Network:
             self.connection_closed(link.conn)
             return
         neighbor.data_out = [None if lk is link else lk for lk in neighbor.data_out]
+        self.router.fwd.epoch += 1
 
     def connection_closed(self, conn: Connection) -> None:
         neighbor = self.neighbors.pop(conn, None)
+        self.router.fwd.epoch += 1
         if neighbor is not None and neighbor.up:
             self.control.link_down(conn, self.router.fwd.now)
 
