@@ -513,6 +513,11 @@ def test_duplicate_router_id_across_the_network_is_reported() -> None:
     net.run(3.0)
     assert net.engine("A").duplicates and net.engine("A").duplicates[0][1].startswith("RA from")
     assert len(net.engine("A").duplicates) == 1  # reported once, not on every RA
+    # The routers in between hear both, and a boot time going backwards gives the pair away.
+    for name in ("B", "C"):
+        reports = net.engine(name).duplicates
+        assert len(reports) == 1 and reports[0][0] == "A", (name, reports)
+        assert "two routers with id 'A'" in reports[0][1]
 
 
 # ----- facade details ------------------------------------------------------------------------

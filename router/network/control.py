@@ -103,7 +103,7 @@ class ControlPlane:
         self.last_topology_change = now
         self._neighbor_links: dict[str, Hashable] = {}
         self._recompute = False
-        self._duplicates_reported: set[int] = set()
+        self._duplicates_reported: set[tuple[str, int]] = set()
 
     # ----- engine entry points -----------------------------------------------------------
 
@@ -242,6 +242,16 @@ class ControlPlane:
         record = self.ls.heard(router_id, now)
         if record is None or instance is None:
             return record
+        if record.instance is not None and instance < record.instance:
+            # A restart brings a later boot time, never an earlier one: two routers answer to
+            # this id. Follow the newer and ignore the older, rather than flap between them.
+            self._report_duplicate(
+                (router_id, instance),
+                router_id,
+                f"messages from two routers with id {router_id!r} (instances {instance} and"
+                f" {record.instance}); routing to it is unreliable until one is renamed",
+            )
+            return None
         if self.ls.observe_instance(record, instance):
             self.mobile.forget(router_id)
             self._recompute = True
@@ -251,14 +261,19 @@ class ControlPlane:
         instance = getattr(msg, "instance", None)
         if instance is None or instance == self.instance:
             return  # our own message come back: harmless
-        if instance in self._duplicates_reported:
-            return
-        self._duplicates_reported.add(instance)
-        self.container.duplicate_router(
+        self._report_duplicate(
+            (self.id, instance),
             self.id,
             f"{msg.OPCODE} from another router using our id {self.id!r} (its instance {instance}, "
             f"ours {self.instance}); routing is unreliable until one is renamed",
         )
+
+    def _report_duplicate(self, key: tuple[str, int], router_id: str, detail: str) -> None:
+        """Once per offending instance, not on every message it sends."""
+        if key in self._duplicates_reported:
+            return
+        self._duplicates_reported.add(key)
+        self.container.duplicate_router(router_id, detail)
 
     def _settle(self, now: float) -> None:
         neighbors = self.hello.neighbors()
