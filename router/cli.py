@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from router import tls
 from router.config import (
     ConfigError,
     Connector,
@@ -221,7 +222,12 @@ def effective_config(data: dict[str, Any], overrides: Overrides) -> RouterConfig
             raise ConfigError(f"--connect needs router mode interior or edge (--mode), not {mode}")
         entries = [{**entry, "role": role} for entry in overrides.connect]
         _replace(data, "connectors", role, entries)
-    return validate_config(data)
+    config = validate_config(data)
+    try:
+        tls.check(config)  # certificates, keys and passwords Proton cannot load
+    except tls.TlsError as e:
+        raise ConfigError(str(e)) from None
+    return config
 
 
 def _effective_config(args: argparse.Namespace) -> RouterConfig:

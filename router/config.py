@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 from collections.abc import Hashable
 from pathlib import Path
@@ -20,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     WithJsonSchema,
     field_validator,
@@ -33,7 +35,7 @@ AMQP_PORT = 5672
 
 Mode = Literal["standalone", "interior", "edge"]
 Role = Literal["normal", "inter-router", "edge", "route-container"]
-SaslMechanism = Literal["ANONYMOUS", "PLAIN"]
+SaslMechanism = Literal["ANONYMOUS", "PLAIN", "EXTERNAL"]
 StripAnnotations = Literal["in", "out", "both", "no"]
 Distribution = Literal["closest", "balanced", "multicast"]
 Undeliverable = Literal["drop", "hold", "redirect"]
@@ -45,6 +47,8 @@ ROUTER_ROLES = frozenset({"inter-router", "edge"})
 
 _SEPARATORS = re.compile(r"[./]")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+# The names Proton's pn_ssl_domain_set_protocols takes (OpenSSL's).
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 
 
 class ConfigError(Exception):
@@ -139,6 +143,27 @@ def _tokens(value: str, kind: str) -> list[str]:
     return tokens
 
 
+def read_password(value: str, field: str = "saslPassword") -> str:
+    """Dispatch's password forms: env:VAR, file:PATH (first line), pass:TEXT, or TEXT.
+
+    Raises ValueError with an operator-readable reason that names `field`."""
+    kind, sep, rest = value.partition(":")
+    if sep and kind == "env":
+        found = os.environ.get(rest)
+        if found is None:
+            raise ValueError(f"{field}: environment variable {rest!r} is not set")
+        return found
+    if sep and kind == "file":
+        try:
+            with open(rest, encoding="utf-8") as f:
+                return f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise ValueError(f"{field}: cannot read {rest!r}: {e.strerror}") from None
+    if sep and kind == "pass":
+        return rest
+    return value
+
+
 def _check_prefix(value: str | None) -> str | None:
     if value is not None:
         for token in _tokens(value, "prefix"):
@@ -196,7 +221,11 @@ SaslMechanisms = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "array", "items": {"enum": ["ANONYMOUS", "PLAIN"]}, "minItems": 1},
+                {
+                    "type": "array",
+                    "items": {"enum": ["ANONYMOUS", "PLAIN", "EXTERNAL"]},
+                    "minItems": 1,
+                },
                 {"type": "string", "description": "space-separated mechanism names"},
             ]
         }
@@ -204,8 +233,131 @@ SaslMechanisms = Annotated[
 ]
 
 
+def _check_file(value: str | None) -> str | None:
+    """A file the router reads at start-up (and whenever a connection needs it): it must be
+    there now, so that a typo is a config error rather than every connection failing."""
+    if value is None:
+        return value
+    if not value.strip():
+        raise ValueError(f"{value!r} is not a file name (leave it out instead)")
+    path = Path(value)
+    if not path.exists():
+        raise ValueError(f"{value!r} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{value!r} is not a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{value!r} is not readable")
+    return value
+
+
+class SslProfile(_Strict):
+    """TLS credentials and trust for listeners and connectors, Dispatch's ``sslProfile``
+    entity. Files are PEM; they must exist when the configuration is loaded, and Proton
+    (OpenSSL) reads them then and whenever the profile's settings change. New content under
+    the same paths (a renewed certificate) is read at the next change or restart.
+
+    A listener's profile needs certFile and privateKeyFile; a connector's may be empty (TLS
+    with the system's CAs and no client certificate)."""
+
+    name: str = Field(description="What listeners' and connectors' sslProfile refers to.")
+    certFile: str | None = Field(
+        default=None,
+        description=(
+            "This router's certificate (PEM; may include the chain): what a listener presents,"
+            " and a connector's client certificate. Needs privateKeyFile."
+        ),
+    )
+    privateKeyFile: str | None = Field(
+        default=None, description="The private key of certFile (PEM, encrypted or not)."
+    )
+    password: str | None = Field(
+        default=None,
+        description=(
+            "Pass phrase of an encrypted privateKeyFile: 'env:VAR' (an environment variable),"
+            " 'file:/abs/path' (a file's first line, e.g. a mounted Secret), 'pass:TEXT' or"
+            " plain TEXT."
+        ),
+    )
+    caCertFile: str | None = Field(
+        default=None,
+        description=(
+            "CA certificates (PEM) trusted to sign the peer's certificate: a connector verifies"
+            " its server with them (the system's CAs when unset), a listener its clients' when"
+            " it authenticates them (authenticatePeer or EXTERNAL)."
+        ),
+    )
+    ciphers: str | None = Field(
+        default=None,
+        description=(
+            "OpenSSL cipher list for TLS 1.2 and below, e.g. 'ECDHE-RSA-AES256-GCM-SHA384:"
+            "ECDHE-RSA-AES128-GCM-SHA256'; OpenSSL's default when unset."
+        ),
+    )
+    protocols: str | None = Field(
+        default=None,
+        description=(
+            "Space-separated TLS versions allowed, of TLSv1 TLSv1.1 TLSv1.2 TLSv1.3; OpenSSL's"
+            " default when unset."
+        ),
+    )
+
+    _files = field_validator("certFile", "privateKeyFile", "caCertFile")(_check_file)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"{value!r} is not a valid name (non-empty)")
+        return value
+
+    @field_validator("password", "ciphers")
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("must not be empty (leave it out instead)")
+        return value
+
+    @field_validator("protocols")
+    @classmethod
+    def _protocols(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        names = value.split()
+        unknown = [name for name in names if name not in TLS_PROTOCOLS]
+        if not names or unknown:
+            raise ValueError(
+                f"{value!r} is not a valid protocol list: space-separated names of"
+                f" {' '.join(TLS_PROTOCOLS)}"
+            )
+        return " ".join(names)
+
+    @model_validator(mode="after")
+    def _consistency(self) -> Self:
+        if (self.certFile is None) != (self.privateKeyFile is None):
+            raise ValueError("certFile and privateKeyFile go together: give both or neither")
+        if self.password is not None and self.privateKeyFile is None:
+            raise ValueError("password is the pass phrase of privateKeyFile, which is not set")
+        return self
+
+
 class _Endpoint(_Strict):
-    """What listeners and connectors validate alike: a host to bind or dial, a name."""
+    """What listeners and connectors validate alike: a host to bind or dial, a name, and the
+    sslProfile they use (resolved by RouterConfig into ``ssl``)."""
+
+    # The SslProfile named by sslProfile, set when a whole RouterConfig is validated (the
+    # Connection reads it); part of equality, so a changed profile changes its users.
+    _ssl: SslProfile | None = PrivateAttr(default=None)
+
+    @property
+    def ssl(self) -> SslProfile | None:
+        return self._ssl
+
+    @field_validator("sslProfile", check_fields=False)
+    @classmethod
+    def _ssl_profile(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(f"{value!r} is not a valid sslProfile name (leave it out instead)")
+        return value
 
     @field_validator("host", check_fields=False)
     @classmethod
@@ -244,7 +396,11 @@ class Listener(_Endpoint):
         description="Mechanisms offered to clients.",
     )
     authenticatePeer: bool = Field(
-        default=False, description="Refuse clients that authenticate as ANONYMOUS."
+        default=False,
+        description=(
+            "Refuse clients that authenticate as ANONYMOUS; with an sslProfile that has"
+            " caCertFile, TLS clients must also present a certificate it signed."
+        ),
     )
     idleTimeoutSeconds: int = Field(
         default=16, ge=0, description="Idle timeout advertised in Open; 0 disables it."
@@ -256,17 +412,43 @@ class Listener(_Endpoint):
         default="both",
         description="Strip router message annotations on the way in, out, both or no.",
     )
+    sslProfile: str | None = Field(
+        default=None,
+        description=(
+            "Name of the sslProfile whose certFile this listener presents to TLS clients; its"
+            " caCertFile verifies client certificates when authenticatePeer is set or EXTERNAL"
+            " is offered (a client without a valid certificate is then refused)."
+        ),
+    )
+    requireSsl: bool = Field(
+        default=False,
+        description=(
+            "Refuse clients that do not start TLS; true by default when sslProfile is set."
+            " False with an sslProfile: TLS and plain clients both accepted."
+        ),
+    )
 
     @model_validator(mode="after")
     def _defaults_and_consistency(self) -> Self:
         if "name" not in self.model_fields_set:
             self.name = f"listener/{self.address}"
+        if "requireSsl" not in self.model_fields_set:
+            self.requireSsl = self.sslProfile is not None
+        elif self.requireSsl and self.sslProfile is None:
+            raise ValueError("requireSsl needs an sslProfile")
         if self.authenticatePeer and set(self.saslMechanisms) <= {"ANONYMOUS"}:
             raise ValueError(
                 "authenticatePeer requires a mechanism other than ANONYMOUS in saslMechanisms"
             )
+        if "EXTERNAL" in self.saslMechanisms and self.sslProfile is None:
+            raise ValueError("EXTERNAL needs an sslProfile (with caCertFile) to verify clients")
         _check_cost(self.role, self.cost)
         return self
+
+    @property
+    def verifies_clients(self) -> bool:
+        """Whether TLS clients must present a certificate signed by the profile's caCertFile."""
+        return self.authenticatePeer or "EXTERNAL" in self.saslMechanisms
 
     @property
     def address(self) -> str:
@@ -340,6 +522,23 @@ class Connector(_Endpoint):
         ),
     )
     linkCapacity: int = Field(default=250, gt=0, description="Credit granted per incoming link.")
+    sslProfile: str | None = Field(
+        default=None,
+        description=(
+            "Name of the sslProfile to connect with TLS: its caCertFile verifies the server"
+            " (the system's CAs when unset), its certFile is the client certificate."
+        ),
+    )
+    verifyHostname: bool = Field(
+        default=True,
+        description=(
+            "With sslProfile: the server's certificate must name host, as Proton checks it:"
+            " against its DNS subjectAltNames and CN only, so for an IP-literal host the"
+            " certificate needs a DNS:<ip> entry (an IP:<ip> one alone does not match). False"
+            " still verifies the certificate against caCertFile when the profile has one;"
+            " without one, any certificate is accepted."
+        ),
+    )
 
     @field_validator("saslUsername", "saslPassword")
     @classmethod
@@ -359,6 +558,8 @@ class Connector(_Endpoint):
             raise ValueError("PLAIN needs both saslUsername and saslPassword")
         if not plain and (self.saslUsername is not None or self.saslPassword is not None):
             raise ValueError("saslUsername and saslPassword are only sent with PLAIN")
+        if "EXTERNAL" in self.saslMechanisms and self.sslProfile is None:
+            raise ValueError("EXTERNAL needs an sslProfile with the client certificate (certFile)")
         _check_cost(self.role, self.cost)
         return self
 
@@ -604,6 +805,7 @@ class RouterConfig(_Strict):
     """A whole router's configuration, as loaded from a file and overridden by flags."""
 
     router: RouterSettings
+    sslProfiles: list[SslProfile] = Field(default_factory=list)
     listeners: list[Listener] = Field(default_factory=list)
     connectors: list[Connector] = Field(default_factory=list)
     addresses: list[Address] = Field(default_factory=list)
@@ -620,12 +822,47 @@ class RouterConfig(_Strict):
         _reject_duplicates(
             "connectors", [(ctr.name, f"name {ctr.name!r}") for ctr in self.connectors]
         )
+        _reject_duplicates("sslProfiles", [(p.name, f"name {p.name!r}") for p in self.sslProfiles])
         _reject_duplicates("addresses", [(a.key, a.key) for a in self.addresses])
         # Equivalent spellings ("a.b" and "a/b") are one route, as in the routers' tables.
         _reject_duplicates(
             "linkRoutes",
             [((r.direction, rule_tokens(r.prefix, r.pattern)), r.key) for r in self.linkRoutes],
         )
+        return self
+
+    @model_validator(mode="after")
+    def _ssl_profiles(self) -> Self:
+        """Resolve every sslProfile reference, which must name a profile fit for its use."""
+        profiles = {p.name: p for p in self.sslProfiles}
+        for field, entries in (("listeners", self.listeners), ("connectors", self.connectors)):
+            for index, entry in enumerate(entries):
+                name = entry.sslProfile
+                profile = profiles.get(name) if name is not None else None
+                if name is not None and profile is None:
+                    known = ", ".join(repr(n) for n in profiles) or "none are defined"
+                    raise ValueError(
+                        f"{field}[{index}].sslProfile: no sslProfile named {name!r} ({known})"
+                    )
+                entry._ssl = profile
+                if profile is None:
+                    continue
+                if isinstance(entry, Listener):
+                    if profile.certFile is None:
+                        raise ValueError(
+                            f"{field}[{index}]: sslProfile {name!r} has no certFile and"
+                            " privateKeyFile, which a listener presents to its clients"
+                        )
+                    if "EXTERNAL" in entry.saslMechanisms and profile.caCertFile is None:
+                        raise ValueError(
+                            f"{field}[{index}]: EXTERNAL needs sslProfile {name!r} to have"
+                            " caCertFile, which verifies client certificates"
+                        )
+                elif "EXTERNAL" in entry.saslMechanisms and profile.certFile is None:
+                    raise ValueError(
+                        f"{field}[{index}]: EXTERNAL needs sslProfile {name!r} to have certFile"
+                        " and privateKeyFile (the client certificate)"
+                    )
         return self
 
     @model_validator(mode="after")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import int32, symbol
 
-from router import __version__
+from router import __version__, tls
 from router.config import ROUTER_ROLES
 from router.log import get_logger
 from router.pn import NULL, data_get, data_put, ffi, get_condition, lib, set_condition
@@ -56,6 +56,11 @@ class Connection:
     be connecting when it is built, the router sends its Open at once, and Proton's output
     simply waits until the socket becomes writable.
 
+    With an sslProfile on the listener or connector, Proton's TLS layer sits under SASL
+    (router/tls.py); ``ssl`` is its pn_ssl_t (NULL without TLS). A profile Proton cannot use
+    any more (a file gone since the configuration was checked) ends the connection at once,
+    with ``error`` saying why.
+
     ``role`` and ``cost`` come from the listener or connector; once the peer's Open arrived
     (``remote_opened``), ``cost`` of an inter-router connection is the larger of both ends'
     (the peer's ``qd.inter-router-cost``) and ``remote_properties`` holds the peer's open
@@ -87,6 +92,7 @@ class Connection:
         "remote_properties",
         "role",
         "sock",
+        "ssl",
         "strip_in",
         "strip_out",
         "transport",
@@ -153,6 +159,14 @@ class Connection:
         lib.pn_sasl_set_allow_insecure_mechs(sasl, True)
         if self.inbound:
             lib.pn_transport_require_auth(t, bool(listener.authenticatePeer))
+        self.ssl = NULL
+        tls_failed = False
+        if listener.ssl is not None:
+            try:
+                self.ssl = tls.start(t, listener, server=self.inbound)
+            except tls.TlsError as e:
+                self.error = str(e)
+                tls_failed = True
         self.transport = t
         c = self.pn = lib.pn_connection()
         lib.pn_connection_set_container(c, container_id.encode())
@@ -165,7 +179,14 @@ class Connection:
         self.collector = lib.pn_collector()
         lib.pn_connection_collect(c, self.collector)
         lib.pn_transport_bind(t, c)
-        if connector is not None:
+        if tls_failed:
+            self.closing = True
+            (log.warning if self.inbound else log.debug)(
+                "connection.tls_failed", conn=conn_id, peer=self.host, error=self.error
+            )
+            lib.pn_transport_close_tail(t)
+            lib.pn_transport_close_head(t)
+        elif connector is not None:
             self.decorate()
             lib.pn_connection_open(c)
 
@@ -350,7 +371,7 @@ class Connection:
         lib.pn_connection_release(self.pn)
         lib.pn_collector_release(self.collector)
         lib.pn_collector_free(self.collector)
-        self.transport = self.pn = self.collector = NULL
+        self.transport = self.pn = self.collector = self.ssl = NULL
 
 
 def _socket_error(err: OSError) -> str:

@@ -32,6 +32,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from router.config import Connector as ConnectorConfig
+from router.config import read_password
 from router.connection import Connection
 from router.log import get_logger
 from router.pn import lib, text
@@ -76,27 +77,6 @@ def resolve(host: str, port: int) -> Addresses:
     """The addresses to try for host:port, in the resolver's order (runs in a worker)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     return [(family, sockaddr) for family, _type, _proto, _name, sockaddr in infos]
-
-
-def read_password(value: str) -> str:
-    """Dispatch's saslPassword forms: env:VAR, file:PATH (first line), pass:TEXT, or TEXT.
-
-    Raises ValueError with an operator-readable reason."""
-    kind, sep, rest = value.partition(":")
-    if sep and kind == "env":
-        found = os.environ.get(rest)
-        if found is None:
-            raise ValueError(f"saslPassword: environment variable {rest!r} is not set")
-        return found
-    if sep and kind == "file":
-        try:
-            with open(rest, encoding="utf-8") as f:
-                return f.readline().rstrip("\r\n")
-        except OSError as e:
-            raise ValueError(f"saslPassword: cannot read {rest!r}: {e.strerror}") from None
-    if sep and kind == "pass":
-        return rest
-    return value
 
 
 def _sockaddr_text(sockaddr: Any) -> str:
@@ -202,7 +182,8 @@ class Connector:
         sasl = lib.pn_sasl(conn.transport)
         user = text(lib.pn_transport_get_user(conn.transport))
         self.message = (
-            f"Connection Opened: dir=out host={conn.host} encrypted=no"
+            f"Connection Opened: dir=out host={conn.host}"
+            f" encrypted={'yes' if lib.pn_transport_is_encrypted(conn.transport) else 'no'}"
             f" auth={text(lib.pn_sasl_get_mech(sasl)) or 'none'} user={user or 'anonymous'}"
             f" container_id={conn.remote_container}"
         )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from router import __version__
 from router.pn import lib, text
+from router.tls import describe
 
 if TYPE_CHECKING:
     from router.engine import Router
@@ -31,6 +32,7 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "connector": lambda: connector_rows(router),
         PREFIX + "router.node": lambda: node_rows(router),
         PREFIX + "router.config.linkRoute": lambda: link_route_rows(router),
+        PREFIX + "sslProfile": lambda: ssl_profile_rows(router),
     }
 
 
@@ -108,6 +110,8 @@ def connection_rows(router: Router) -> list[dict[str, Any]]:
     for conn in router.conns.values():
         t = conn.transport
         sasl = lib.pn_sasl(t)
+        encrypted = bool(lib.pn_transport_is_encrypted(t))
+        ssl_proto, ssl_cipher = describe(conn.ssl) if encrypted else (None, None)
         rows.append(
             {
                 "name": f"connection/{conn.host}",
@@ -119,7 +123,10 @@ def connection_rows(router: Router) -> list[dict[str, Any]]:
                 "dir": "in" if conn.inbound else "out",
                 "role": conn.role,
                 "isAuthenticated": bool(lib.pn_transport_is_authenticated(t)),
-                "isEncrypted": bool(lib.pn_transport_is_encrypted(t)),
+                "isEncrypted": encrypted,
+                "ssl": encrypted,
+                "sslProto": ssl_proto,
+                "sslCipher": ssl_cipher,
                 "sasl": text(lib.pn_sasl_get_mech(sasl)),
                 "user": text(lib.pn_transport_get_user(t)),
                 "uptimeSeconds": int(now - conn.opened_at),
@@ -266,6 +273,27 @@ def listener_rows(router: Router) -> list[dict[str, Any]]:
                 "idleTimeoutSeconds": cfg.idleTimeoutSeconds,
                 "maxFrameSize": cfg.maxFrameSize,
                 "stripAnnotations": cfg.stripAnnotations,
+                "sslProfile": cfg.sslProfile,
+                "requireSsl": cfg.requireSsl,
+            }
+        )
+    return rows
+
+
+def ssl_profile_rows(router: Router) -> list[dict[str, Any]]:
+    """The sslProfiles, as Dispatch lists them; the password is never shown."""
+    rows = []
+    for profile in router.config.sslProfiles:
+        rows.append(
+            {
+                "name": profile.name,
+                "identity": profile.name,
+                "type": PREFIX + "sslProfile",
+                "certFile": profile.certFile,
+                "privateKeyFile": profile.privateKeyFile,
+                "caCertFile": profile.caCertFile,
+                "ciphers": profile.ciphers,
+                "protocols": profile.protocols,
             }
         )
     return rows
@@ -292,7 +320,8 @@ def connector_rows(router: Router) -> list[dict[str, Any]]:
                 "idleTimeoutSeconds": cfg.idleTimeoutSeconds,
                 "stripAnnotations": cfg.stripAnnotations,
                 "linkCapacity": cfg.linkCapacity,
-                "verifyHostname": False,
+                "sslProfile": cfg.sslProfile,
+                "verifyHostname": cfg.verifyHostname,
                 "connectionStatus": connector.status,
                 "connectionMsg": connector.message,
             }

@@ -26,6 +26,7 @@ LINK = PREFIX + "router.link"
 ADDRESS = PREFIX + "router.address"
 NODE = PREFIX + "router.node"
 LINK_ROUTE = PREFIX + "router.config.linkRoute"
+SSL_PROFILE = PREFIX + "sslProfile"
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
 _ENTITY = PREFIX + "entity"
@@ -228,6 +229,17 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "direction",
         "operStatus",
     ),
+    # Dispatch's schema order; password (and the deprecated passwordFile, certDb) left out.
+    SSL_PROFILE: (
+        "ciphers",
+        "protocols",
+        "caCertFile",
+        "certFile",
+        "privateKeyFile",
+        "uidFormat",
+        "uidNameMappingFile",
+        *_BASE_ATTRIBUTES,
+    ),
 }
 
 _NODE_OPERATIONS = (
@@ -265,6 +277,7 @@ _TYPES: dict[str, _Type] = {
     ADDRESS: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[ADDRESS]),
     NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[NODE]),
     LINK_ROUTE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK_ROUTE]),
+    SSL_PROFILE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[SSL_PROFILE]),
 }
 # An untyped QUERY defaults to every attribute of every type, in first-seen order.
 _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))

@@ -14,7 +14,11 @@ difference, without dropping anything that need not go:
 - connectors, by name: new ones start dialling, removed ones stop and close their connection
   (as when the peer goes: routes through it drop, its deliveries are resolved), changed ones
   are replaced;
-- ``router.drainTimeoutSeconds``: read when a drain starts, so the next SIGTERM uses it.
+- ``router.drainTimeoutSeconds``: read when a drain starts, so the next SIGTERM uses it;
+- sslProfiles, by name: every profile is loaded first (a file Proton cannot load refuses the
+  whole change, ``config.invalid``); listeners and connectors using a changed profile count
+  as changed (connections accepted from then on get it, connectors reconnect with it), and
+  connections already up keep the TLS session they have (router/tls.py).
 
 What only a restart can change (the rest under ``router``: id, mode, timers, SASL setup) is
 refused as a whole, the old configuration kept running: ``config.restart_required``. So is an
@@ -36,7 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from router import sasl
+from router import sasl, tls
 from router.addressing import AddressTable
 from router.config import ConfigError, RouterConfig, parse_config_text
 from router.linkroutes import link_route_table
@@ -92,6 +96,11 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     if problem is not None:
         log.error("config.invalid", source=source, error=problem)
         return []
+    try:
+        tls.check(new)
+    except tls.TlsError as e:
+        log.error("config.invalid", source=source, error=str(e))
+        return []
     from router.engine import address_rules
 
     try:
@@ -99,14 +108,29 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     except ValueError as e:
         log.error("config.invalid", source=source, error=f"addresses: {e}")
         return []
-    changes = _addresses(router, new, table)
+    changes = _ssl_profiles(router, new)
+    changes += _addresses(router, new, table)
     changes += _link_routes(router, new)
     changes += _listeners(router, new)
     changes += _connectors(router, new)
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
     router.config = new
+    tls.DOMAINS.retain(new)  # frees the TLS domains nothing uses any more
     if changes:
         log.info("config.applied", source=source, changes="; ".join(changes))
+    return changes
+
+
+def _ssl_profiles(router: Router, new: RouterConfig) -> list[str]:
+    """Only reported: the listeners and connectors that use a profile apply it."""
+    old = {p.name: p for p in router.config.sslProfiles}
+    now = {p.name: p for p in new.sslProfiles}
+    changes = [f"sslProfile -{name}" for name in old if name not in now]
+    changes += [
+        f"sslProfile {'~' if name in old else '+'}{name}"
+        for name, p in now.items()
+        if old.get(name) != p
+    ]
     return changes
 
 

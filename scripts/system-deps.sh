@@ -2,12 +2,13 @@
 # Installs the Debian packages the project needs on a fresh machine:
 # headers and pkg-config to build python-qpid-proton with OpenSSL and Cyrus SASL (its build
 # silently drops either one whose pkg-config lookup fails), Cyrus's PLAIN/ANONYMOUS plugins and
-# saslpasswd2 (tests make user databases with it), Proton's C examples for the benchmark,
+# saslpasswd2 (tests make user databases with it), the openssl command (TLS tests make
+# throwaway certificates with it), Proton's C examples for the benchmark,
 # Node.js for the rhea interoperability tests, RabbitMQ as the real AMQP 1.0 broker of the
 # link-route tests (Debian's ActiveMQ lacks its AMQP transport). Does nothing when all are there.
 set -euo pipefail
 
-packages=(gcc make pkgconf libssl-dev libsasl2-dev libsasl2-modules sasl2-bin
+packages=(gcc make pkgconf libssl-dev openssl libsasl2-dev libsasl2-modules sasl2-bin
           libqpid-proton11-dev libqpid-proton11-dev-examples rabbitmq-server)
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 

@@ -51,6 +51,8 @@ def test_listener_defaults() -> None:
         "idleTimeoutSeconds": 16,
         "maxFrameSize": 16384,
         "stripAnnotations": "both",
+        "sslProfile": None,
+        "requireSsl": False,
     }
 
 
@@ -248,8 +250,8 @@ def test_valid_patterns(pattern: str) -> None:
         ),
         (
             config(listeners=[{"saslMechanisms": "ANONYMOUS GSSAPI"}]),
-            "listeners[0].saslMechanisms[1]: 'GSSAPI' is invalid: input should be 'ANONYMOUS'"
-            " or 'PLAIN'",
+            "listeners[0].saslMechanisms[1]: 'GSSAPI' is invalid: input should be 'ANONYMOUS',"
+            " 'PLAIN' or 'EXTERNAL'",
         ),
         (
             config(listeners=[{"saslMechanisms": []}]),
@@ -518,6 +520,7 @@ def test_schema_describes_the_file() -> None:
     schema = config_schema()
     assert set(schema["properties"]) == {
         "router",
+        "sslProfiles",
         "listeners",
         "connectors",
         "addresses",
@@ -606,6 +609,8 @@ def test_connector_defaults_are_dispatchs() -> None:
         "maxFrameSize": 16384,
         "stripAnnotations": "both",
         "linkCapacity": 250,
+        "sslProfile": None,
+        "verifyHostname": True,
     }
 
 
@@ -716,7 +721,11 @@ def test_listener_cost_for_inter_router() -> None:
         ),
         (
             config(connectors=[{"sslProfile": "tls"}]),
-            "connectors[0].sslProfile: unknown key",
+            "connectors[0].sslProfile: no sslProfile named 'tls' (none are defined)",
+        ),
+        (
+            config(connectors=[{"verifyHostname": "maybe"}]),
+            "connectors[0].verifyHostname: 'maybe' is invalid",
         ),
         (
             config(connectors=[{"port": 1}, {"name": "connector/127.0.0.1:1", "port": 2}]),

@@ -25,14 +25,13 @@ import pytest
 from clients import Management, World
 from harness import RouterProcess, free_port
 
-from router.config import validate_config
+from router.config import read_password, validate_config
 from router.connector import (
     FAILED,
     INITIAL_DELAY,
     MAX_DELAY,
     SUCCESS,
     backoff_delay,
-    read_password,
 )
 
 # ----- the schedule ---------------------------------------------------------------------------
