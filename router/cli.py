@@ -271,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     # deferred: --check and usage errors need no engine
     from router.engine import serve
+    from router.podstatus import pod_status_sources
     from router.reconfigure import config_sources
 
     build = partial(effective_config, overrides=Overrides.from_args(args))
-    return serve(config, config_sources(args.config, build, os.environ))
+    sources = config_sources(args.config, build, os.environ)
+    return serve(config, [*sources, *pod_status_sources(os.environ)])  # router/podstatus.py

@@ -129,7 +129,7 @@ class ConfigMapWatcher:
                 log.warning(
                     "configsync.error",
                     configmap=self.name,
-                    error=_describe(e),
+                    error=describe_error(e),
                     retry_in=round(delay, 2),
                 )
                 self._stop.wait(delay)
@@ -173,7 +173,7 @@ def _status(e: Exception) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def _describe(e: Exception) -> str:
+def describe_error(e: Exception) -> str:
     status = _status(e)
     if status is not None:
         return f"HTTP {status}: {getattr(e, 'reason', '') or e}"

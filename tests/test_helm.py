@@ -253,7 +253,8 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
         "policy/poddisruptionbudgets",
     ):
         assert granted[child] == MANAGE, child
-    assert granted["pods"] == {"get", "list", "watch"}
+    # Watched for the routers' reports; patch only to grant it to each Router's own pods.
+    assert granted["pods"] == {"get", "list", "watch", "patch"}
     assert granted["events"] == {"create"}
     # No secrets: TLS and SASL secrets are mounted into router pods by name, never read.
     assert "secrets" not in granted
@@ -276,6 +277,7 @@ def test_rbac_lets_the_operator_grant_the_routers_config_reader_role(scenario: s
     assert not {"escalate", "bind"} & set().union(*granted.values())
     p = plan_namespace(NAMESPACE, [RouterDecl("core", uid="uid-core")])
     role = next(o for o in render_router(p.router("core")) if o["kind"] == "Role")
+    assert {r["resources"][0] for r in role["rules"]} == {"configmaps", "pods"}
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:

@@ -182,13 +182,21 @@ def test_config_reader_role_grants_reading_that_one_config_map(name: str) -> Non
     objs = objects(plan(), name)
     role = objs[f"Role/{name}-config-reader"]
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    pods = {"core": ["core-0", "core-1", "core-2"], "leaf": ["leaf-0", "leaf-1"]}[name]
     assert role["rules"] == [
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": [f"{name}-config"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        # router/podstatus.py: each pod reports on itself, and on no other pod.
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "resourceNames": pods,
+            "verbs": ["get", "patch"],
+        },
     ]
     assert f"ConfigMap/{role['rules'][0]['resourceNames'][0]}" in objs
     binding = objs[f"RoleBinding/{name}-config-reader"]
@@ -203,6 +211,26 @@ def test_config_reader_role_grants_reading_that_one_config_map(name: str) -> Non
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NS}]
     # Neither the ServiceAccount nor the pod turns the token off.
     assert objs[f"ServiceAccount/{name}"].get("automountServiceAccountToken", True) is True
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pod_rule_follows_the_replicas_and_is_absent_at_zero(version: str) -> None:
+    """Rendered again on every scale; at zero replicas no pod rule at all, since an empty
+    resourceNames would grant get and patch on every pod of the namespace."""
+
+    def role(replicas: int) -> dict[str, Any]:
+        p = plan([RouterDecl("core", uid="uid-core", replicas=replicas)])
+        found = objects(p, "core")["Role/core-config-reader"]
+        kubernetes_validate.validate(found, version, strict=True)
+        return found
+
+    def pod_names(replicas: int) -> list[list[str]]:
+        return [r["resourceNames"] for r in role(replicas)["rules"] if r["resources"] == ["pods"]]
+
+    assert pod_names(1) == [["core-0"]]
+    assert pod_names(4) == [["core-0", "core-1", "core-2", "core-3"]]
+    assert pod_names(0) == []
+    assert all(rule["resourceNames"] for rule in role(0)["rules"])
 
 
 def test_configsync_lists_and_watches_by_name_as_resource_names_require() -> None:

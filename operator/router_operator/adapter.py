@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from router.config import Address as RouterAddress
+from router_operator.mesh import Verdict
 from router_operator.models import (
     DEFAULT_NETWORK,
     PAUSE_ANNOTATION,
@@ -63,7 +64,8 @@ CONFIG_APPLIED = "ConfigApplied"
 REPLICAS_READY = "ReplicasReady"
 """Router: every requested router pod is ready (from the StatefulSet's status)."""
 MESH_CONNECTED = "MeshConnected"
-"""Router: every interior sees every other one (edges: each has an uplink). Not observed yet."""
+"""Router: every interior of its network sees every other one (edges: and each has an uplink),
+from what the router pods report on their Pods (mesh.py)."""
 
 AnyStatus = RouterStatus | AddressStatus | LinkRouteStatus
 STATUS_CLASSES: dict[str, type[AnyStatus]] = {
@@ -410,13 +412,16 @@ def router_status(
     outcome: RouterOutcome,
     statefulset: Mapping[str, Any] | None,
     *,
+    mesh: Verdict | None = None,
     now: datetime | None = None,
 ) -> RouterStatus:
-    """A Router's status from what its reconcile did and its StatefulSet's status.
+    """A Router's status from what its reconcile did, its StatefulSet's status and what its
+    network's pods report (``mesh``; None: not observed).
 
     Ready is True when the children match the spec and every requested pod is ready.
-    MeshConnected stays Unknown until the routers report their connections, and does not count
-    towards Ready yet (it would never become True)."""
+    MeshConnected (and meshConnected) say whether the network's routers see each other; it does
+    not count towards Ready: a router image that does not report would keep a working Router
+    from ever being Ready, and a mesh healing after a pod restart is no reason to unready it."""
     status = _start(parsed)
     assert isinstance(status, RouterStatus)
     status.selector = selector(parsed.name)
@@ -446,12 +451,10 @@ def router_status(
         cond(REPLICAS_READY, "True", "AllReady", pods)
     else:
         cond(REPLICAS_READY, "False", "NotReady", pods)
-    cond(
-        MESH_CONNECTED,
-        "Unknown",
-        "NotObserved",
-        "the operator does not observe the routers' inter-router connections yet",
-    )
+    if mesh is None:
+        mesh = Verdict("Unknown", "NotObserved", "the routers' reports are not observed")
+    status.meshConnected = mesh.connected
+    cond(MESH_CONNECTED, mesh.status, mesh.reason, mesh.message)
     if not outcome.applied:
         cond(READY, "False", outcome.reason, outcome.message)
     elif outcome.warnings:

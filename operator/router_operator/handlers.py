@@ -10,6 +10,12 @@ reconcile does is in ``reconciler`` and ``adapter``, testable without kopf.
   children), so a stopped or uninstalled operator can never block a deletion.
 - StatefulSets labelled as the operator's are indexed too, and their events refresh the owning
   Router's status (replicas, readyReplicas, ReplicasReady, Ready) without applying anything.
+- So are the router pods (labelled as the operator's; the watch asks the API server for those
+  labels alone where kopf can): each pod's report of the routers it reaches (the annotation
+  ``routernet.io/reachable-routers``, router/podstatus.py) makes the network's
+  ``meshConnected`` (mesh.py). A pod event refreshes its namespace's Router statuses only when
+  what counts for the mesh changed (not on every readiness or IP change). Nothing here writes
+  to pods: kopf keeps no state on objects it only indexes and watches with ``on.event``.
 - No timers or daemons: kopf puts a finalizer on objects that have them. The periodic resync is
   one operator-wide task instead (``Reconciler.resync_forever``).
 - kopf's own bookkeeping (progress, last handled state) goes to annotations under
@@ -30,7 +36,7 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from router_operator import kube
+from router_operator import kube, mesh
 from router_operator.models import API_VERSION, GROUP, VERSION, Address, LinkRoute, Router
 from router_operator.reconciler import OperatorConfig, Reconciler, Snapshot
 
@@ -40,6 +46,7 @@ has no effect on another operator in the same process (tests)."""
 
 KOPF_PREFIX = "operator.routernet.io"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "routernet-operator"}
+MANAGED_BY_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 KINDS = (Router, Address, LinkRoute)
 
 log = logging.getLogger("router_operator.handlers")
@@ -61,6 +68,12 @@ def configure(settings: kopf.OperatorSettings, *, namespaced: bool) -> None:
     settings.watching.connect_timeout = 30
     # In one namespace the operator has a Role, which cannot grant watching CRDs.
     settings.scanning.disabled = namespaced
+    # Only router pods, filtered by the API server where kopf can ask it to
+    # (settings.watching.label_selectors): a cluster's other pods are many and change often.
+    # A kopf without it filters them on arrival (the handlers' labels=).
+    selectors = getattr(settings.watching, "label_selectors", None)
+    if selectors is not None:
+        selectors["v1", "pods"] = MANAGED_BY_SELECTOR
 
 
 # --- authentication ------------------------------------------------------------------------------
@@ -112,6 +125,11 @@ def statefulsets_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict
     return {namespace: {"router": owner, "status": copy.deepcopy(dict(body.get("status") or {}))}}
 
 
+@kopf.index("v1", "pods", labels=MANAGED_BY, registry=registry)
+def pods_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace: mesh.pod_report(body)}
+
+
 def snapshot_source(indexes: Mapping[str, kopf.Index[str, Any]]) -> Any:
     """The reconciler's view of a namespace, read from the indexes (live objects)."""
 
@@ -120,12 +138,14 @@ def snapshot_source(indexes: Mapping[str, kopf.Index[str, Any]]) -> Any:
             return tuple(indexes[index].get(namespace, ()))
 
         statefulsets = {entry["router"]: entry["status"] for entry in values("statefulsets")}
+        pods = {report.name: report for report in values("pods")}
         return Snapshot(
             namespace,
             routers=values("routers"),
             addresses=values("addresses"),
             link_routes=values("linkroutes"),
             statefulsets=statefulsets,
+            pods=pods,
         )
 
     return source
@@ -142,6 +162,7 @@ async def startup(
     addresses_by_namespace: kopf.Index[str, Any],
     linkroutes_by_namespace: kopf.Index[str, Any],
     statefulsets_by_namespace: kopf.Index[str, Any],
+    pods_by_namespace: kopf.Index[str, Any],
     **_: Any,
 ) -> None:
     """Settings, the reconciler (in ``memo``, which every handler gets), the resync task and
@@ -155,6 +176,7 @@ async def startup(
         "addresses": addresses_by_namespace,
         "linkroutes": linkroutes_by_namespace,
         "statefulsets": statefulsets_by_namespace,
+        "pods": pods_by_namespace,
     }
 
     def namespaces() -> set[str]:
@@ -164,6 +186,7 @@ async def startup(
 
     reconciler = Reconciler(api, config, snapshot_source(indexes), namespaces)
     memo.reconciler = reconciler
+    memo.pod_reports = {}  # (namespace, pod name) -> the mesh.PodReport pod_changed acted on
     memo.background = [asyncio.create_task(reconciler.resync_forever(), name="resync")]
     if config.metrics_port is not None:
         memo.metrics_runner = await serve_metrics(reconciler, config.metrics_port)
@@ -234,3 +257,20 @@ async def statefulset_changed(namespace: str, body: kopf.Body, memo: kopf.Memo, 
     """Router pods became (un)ready, or the StatefulSet scaled: the Router's status follows."""
     if router_owner(body) is not None:
         await memo.reconciler.refresh(namespace)
+
+
+@kopf.on.event("v1", "pods", labels=MANAGED_BY, registry=registry)
+async def pod_changed(
+    type: str | None, namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    """A router pod came, went, or changed its report: the mesh in its Routers' status."""
+    key = (namespace, name)
+    report = None if type == "DELETED" else mesh.pod_report(body)
+    seen: dict[tuple[str, str], mesh.PodReport] = memo.setdefault("pod_reports", {})
+    if seen.get(key) == report:
+        return
+    if report is None:
+        seen.pop(key, None)
+    else:
+        seen[key] = report
+    await memo.reconciler.refresh(namespace, f"pod {name}")

@@ -673,7 +673,9 @@ class RouterStatus(_Status):
         default=None,
         description=(
             "Interior: every interior router of the network sees every other one."
-            " Edge: every edge router has an uplink."
+            " Edge: that, and every edge router of this Router has an uplink."
+            " From what each router reports on its Pod (annotation"
+            " routernet.io/reachable-routers); absent while unknown."
         ),
     )
     endpoints: list[str] = Field(

@@ -39,6 +39,7 @@ from router.config import Address as RouterAddress
 from router_operator import adapter
 from router_operator.adapter import Application, Parsed, RouterOutcome
 from router_operator.kube import Api, ApiError
+from router_operator.mesh import PodReport, mesh_verdicts
 from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import (
     BLOCKING,
@@ -107,6 +108,8 @@ class Snapshot:
     link_routes: tuple[Mapping[str, Any], ...] = ()
     statefulsets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """StatefulSet status by the uid of the Router owning it."""
+    pods: Mapping[str, PodReport] = field(default_factory=dict)
+    """The router pods, by name, as far as the mesh goes: what each reports it reaches."""
 
 
 @dataclass
@@ -226,9 +229,13 @@ def reconcile_namespace(
             result.failures.append(f"Router {ns}/{router.name}: {outcome.message}")
             result.transient |= outcome.transient
 
+    verdicts = mesh_verdicts(router_decls, snapshot.pods)
     for router in routers:
         status = adapter.router_status(
-            router, result.outcomes[router.uid], statefulsets.get(router.uid)
+            router,
+            result.outcomes[router.uid],
+            statefulsets.get(router.uid),
+            mesh=verdicts.get(router.name),
         )
         _write_status(api, router, status, result, memory)
     by_name = {r.name: result.outcomes[r.uid] for r in routers}
@@ -251,16 +258,24 @@ def refresh_router_statuses(
     outcomes: Mapping[str, RouterOutcome],
     memory: Memory | None = None,
 ) -> Result:
-    """Only the Routers' statuses, from the last reconcile's outcomes and the StatefulSets'
-    current status: what a StatefulSet's event needs, without applying anything (re-applying
-    on every pod readiness change would be wasteful, and against an API that reports every
-    write as a change, endless)."""
+    """Only the Routers' statuses, from the last reconcile's outcomes, the StatefulSets'
+    current status and the pods' reports: what a StatefulSet's or a pod's event needs, without
+    applying anything (re-applying on every pod readiness change would be wasteful, and against
+    an API that reports every write as a change, endless)."""
     result = Result(outcomes=dict(outcomes))
-    for router in _parse_all("Router", snapshot.routers, memory):
+    routers = _parse_all("Router", snapshot.routers, memory)
+    decls = [adapter.router_decl(r, "") if r.model else adapter.topology_decl(r) for r in routers]
+    verdicts = mesh_verdicts(decls, snapshot.pods)
+    for router in routers:
         outcome = outcomes.get(router.uid)
         if outcome is None:
             continue
-        status = adapter.router_status(router, outcome, snapshot.statefulsets.get(router.uid))
+        status = adapter.router_status(
+            router,
+            outcome,
+            snapshot.statefulsets.get(router.uid),
+            mesh=verdicts.get(router.name),
+        )
         _write_status(api, router, status, result, memory)
     return result
 
@@ -550,9 +565,9 @@ class Reconciler:
             self._schedule_retry(namespace, state, result)
             return result
 
-    async def refresh(self, namespace: str) -> None:
-        """Router statuses only (a StatefulSet changed); a full reconcile when some Router has
-        not been reconciled by this process yet."""
+    async def refresh(self, namespace: str, cause: str = "statefulset") -> None:
+        """Router statuses only (a StatefulSet or a router pod changed); a full reconcile when
+        some Router has not been reconciled by this process yet."""
         state = self._state(namespace)
         async with state.lock:
             snapshot = self._source(namespace)
@@ -565,7 +580,7 @@ class Reconciler:
                 if result.transient:
                     self._schedule_retry(namespace, state, result)
                 return
-        await self.reconcile(namespace, "statefulset")
+        await self.reconcile(namespace, cause)
 
     async def resync_forever(self) -> None:
         """Reconciles every namespace that was not reconciled for ``resync_seconds``."""

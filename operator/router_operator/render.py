@@ -24,6 +24,11 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   gets a Role ``<name>-config-reader``: get/list/watch on that one ConfigMap (resourceNames;
   configsync's list and watch carry the ``metadata.name`` field selector that authorizes them),
   bound before the StatefulSet so the first pods may already watch. The pod mounts its token.
+- Pod status: each router writes the router ids it reaches to its own Pod's annotation
+  ``routernet.io/reachable-routers`` (router/podstatus.py), which the operator reads for
+  ``meshConnected`` (mesh.py). The same Role grants get and patch on the Router's pods by name
+  (``<name>-0`` .. ``<name>-<replicas-1>``, rendered again on every scale), and no rule at all at
+  zero replicas: an empty ``resourceNames`` would mean every pod of the namespace.
 - LinkRoutes go into the pod configs like Addresses (live, no restart); the ConfigMap also keeps
   ``linkroutes``, the LinkRoutes folded in as their specs, which a paused LinkRoute is folded
   again from (its containerId entries in a pod config say nothing of which LinkRoute made them).
@@ -84,8 +89,11 @@ RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 CONFIG_MAP_ENV = "ROUTERNET_CONFIGMAP"
 """The router's config-sync watches the ConfigMap this names (router/reconfigure.py)."""
 CONFIG_READER_VERBS = ("get", "list", "watch")
-"""What config-sync does to the ConfigMap, and all the router's Role grants. The operator's own
-RBAC (helm/routernet/templates/rbac.yaml) must hold these on configmaps to grant them."""
+"""What config-sync does to the ConfigMap. The operator's own RBAC
+(helm/routernet/templates/rbac.yaml) must hold these on configmaps to grant them."""
+POD_STATUS_VERBS = ("get", "patch")
+"""What a router does to its own Pod (router/podstatus.py: a merge patch of one annotation).
+The operator's own RBAC must hold these on pods to grant them."""
 
 
 class RenderError(ValueError):
@@ -140,7 +148,8 @@ def config_map_name(name: str) -> str:
 
 
 def config_reader_name(name: str) -> str:
-    """The Role, and its RoleBinding, that let a Router's pods read their ConfigMap."""
+    """The Role, and its RoleBinding, that let a Router's pods read their ConfigMap (and
+    report on their own Pods)."""
     return f"{name}-config-reader"
 
 
@@ -246,19 +255,32 @@ def render_service_account(plan: RouterPlan) -> dict[str, Any]:
 
 def render_config_reader_role(plan: RouterPlan) -> dict[str, Any]:
     """Read access to this Router's ConfigMap only: ``resourceNames`` also restricts list and
-    watch, which then need the ``metadata.name`` field selector configsync sends."""
+    watch, which then need the ``metadata.name`` field selector configsync sends. And get and
+    patch on this Router's pods by name, for their reports (none without pods: an empty
+    ``resourceNames`` would grant them on every pod)."""
+    rules: list[dict[str, Any]] = [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [config_map_name(plan.name)],
+            "verbs": list(CONFIG_READER_VERBS),
+        }
+    ]
+    pods = [pod.name for pod in plan.pods]
+    if pods:
+        rules.append(
+            {
+                "apiGroups": [""],
+                "resources": ["pods"],
+                "resourceNames": pods,
+                "verbs": list(POD_STATUS_VERBS),
+            }
+        )
     return {
         "apiVersion": RBAC_API_VERSION,
         "kind": "Role",
         "metadata": _metadata(plan, config_reader_name(plan.name)),
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": [config_map_name(plan.name)],
-                "verbs": list(CONFIG_READER_VERBS),
-            }
-        ],
+        "rules": rules,
     }
 
 

@@ -1,0 +1,382 @@
+"""The routers' reports on their own Pods (router/podstatus.py): what each mode reports, the
+reporter thread (changes only, the latest value, backoff, never blocking the router's loop),
+its registration, and real router processes writing their Pods' annotation through a
+Kubernetes API (kmock's emulator), followed by the operator's verdict (mesh.py) on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from harness import RouterNetwork, RouterProcess, free_port
+from router_operator.mesh import mesh_verdicts, pod_report
+from router_operator.planner import RouterDecl
+
+from router import cli, engine
+from router.podstatus import (
+    ANNOTATION,
+    MERGE_PATCH,
+    PodAnnotator,
+    PodStatusSource,
+    annotation_value,
+    api_patch_function,
+    parse_annotation,
+    pod_status_sources,
+    reachable_routers,
+)
+
+NS = "ns"
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 5.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or condition}"
+        time.sleep(0.005)
+
+
+def interior(*ids: str) -> Any:
+    return SimpleNamespace(
+        network=SimpleNamespace(routes=SimpleNamespace(cost=dict.fromkeys(ids, 1))), edge=None
+    )
+
+
+def edge(uplink: str | None) -> Any:
+    active = None if uplink is None else SimpleNamespace(remote_container=uplink)
+    return SimpleNamespace(network=None, edge=SimpleNamespace(active=active))
+
+
+class Recorder:
+    """A patch function that records what it was sent; it fails while ``failing`` is set and
+    waits while ``hold`` is clear."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, dict[str, Any]]] = []
+        self.sent: list[str] = []
+        self.failing = False
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def __call__(self, body: dict[str, Any]) -> None:
+        self.calls.append((time.monotonic(), body))
+        self.hold.wait(10)
+        if self.failing:
+            raise ConnectionRefusedError("API unreachable")
+        self.sent.append(body["metadata"]["annotations"][ANNOTATION])
+
+
+def source(recorder: Recorder, **options: Any) -> PodStatusSource:
+    options = {"settle": 0.0, "rand": lambda: 0.5, **options}
+    return PodStatusSource(NS, "r-0", patch_fn=recorder, **options)
+
+
+# --- what a router reports -----------------------------------------------------------------------
+
+
+def test_what_each_mode_reports() -> None:
+    assert reachable_routers(interior("r-2", "r-1")) == {"r-1", "r-2"}
+    assert reachable_routers(interior()) == frozenset()
+    assert reachable_routers(edge("r-1")) == {"r-1"}
+    assert reachable_routers(edge(None)) == frozenset()
+    assert reachable_routers(SimpleNamespace(network=None, edge=None)) is None  # standalone
+    assert annotation_value(frozenset({"b-1", "a-0", "b-10"})) == "a-0,b-1,b-10"
+    assert annotation_value(frozenset()) == ""
+    assert parse_annotation("a-0,b-1") == {"a-0", "b-1"}
+    assert parse_annotation("") == frozenset()
+    assert parse_annotation(None) is None
+
+
+# --- the reporter --------------------------------------------------------------------------------
+
+
+def test_reports_once_at_start_then_changes_only() -> None:
+    recorder = Recorder()
+    src = source(recorder)
+    router = interior()
+    src.start(router)
+    try:
+        wait_for(lambda: recorder.sent == [""], what="the report at start")
+        for _ in range(20):
+            src.poll(time.monotonic())
+        router.network.routes = SimpleNamespace(cost={"r-2": 2, "r-1": 1})
+        src.poll(time.monotonic())
+        wait_for(lambda: recorder.sent == ["", "r-1,r-2"])
+        router.network.routes = SimpleNamespace(cost={"r-1": 1, "r-2": 1})  # same set, new costs
+        for _ in range(20):
+            src.poll(time.monotonic())
+        router.network.routes = SimpleNamespace(cost={"r-1": 1})
+        src.poll(time.monotonic())
+        wait_for(lambda: recorder.sent == ["", "r-1,r-2", "r-1"])
+        time.sleep(0.05)
+        assert len(recorder.calls) == 3
+        body = recorder.calls[-1][1]
+        assert body == {"metadata": {"annotations": {ANNOTATION: "r-1"}}}  # a merge patch
+    finally:
+        src.stop()
+        assert src.annotator is not None
+        src.annotator.join(5)
+        assert not src.annotator._thread or not src.annotator._thread.is_alive()
+    src.poll(time.monotonic())  # stopped: nothing happens
+    src.stop()  # twice (the drain, then the shutdown)
+
+
+def test_a_standalone_router_reports_nothing() -> None:
+    recorder = Recorder()
+    src = source(recorder)
+    src.start(SimpleNamespace(network=None, edge=None))
+    try:
+        src.poll(time.monotonic())
+        time.sleep(0.1)
+        assert recorder.calls == []
+    finally:
+        src.stop()
+
+
+def test_changes_while_settling_make_one_write_of_the_latest() -> None:
+    recorder = Recorder()
+    src = source(recorder, settle=0.3)
+    router = interior()
+    src.start(router)
+    try:
+        for ids in (["r-1"], ["r-1", "r-2"], ["r-1", "r-2", "r-3"]):
+            router.network.routes = SimpleNamespace(cost=dict.fromkeys(ids, 1))
+            src.poll(time.monotonic())
+        wait_for(lambda: recorder.sent, what="a write")
+        time.sleep(0.4)
+        assert recorder.sent == ["r-1,r-2,r-3"]
+    finally:
+        src.stop()
+
+
+def test_errors_back_off_and_the_latest_value_is_sent_after() -> None:
+    recorder = Recorder()
+    recorder.failing = True
+    annotator = PodAnnotator(
+        NS, "r-0", patch_fn=recorder, settle=0.0, rand=lambda: 0.5, initial_backoff=0.05
+    )
+    annotator.start()
+    try:
+        annotator.offer("r-1")
+        wait_for(lambda: len(recorder.calls) >= 4, what="four attempts")
+        annotator.offer("r-1,r-2")  # while failing: the old value is never sent after this
+        times = [t for t, _ in recorder.calls[:4]]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        for gap, delay in zip(gaps, (0.05, 0.1, 0.2), strict=True):
+            assert gap >= delay * 0.9, gaps  # doubling from initial_backoff
+        assert annotator.failures >= 3
+        recorder.failing = False
+        wait_for(lambda: recorder.sent, timeout=5, what="a write once the API answers")
+        assert recorder.sent == ["r-1,r-2"]
+        assert annotator.failures == 0 and annotator.written == "r-1,r-2"
+        attempts = len(recorder.calls)
+        time.sleep(0.3)
+        assert len(recorder.calls) == attempts, "nothing more to send"
+    finally:
+        annotator.stop()
+        annotator.join(5)
+
+
+def test_a_hung_api_never_blocks_the_loop() -> None:
+    """The patch hangs: the loop's poll and stop return at once, and the thread sends the
+    latest value when the request finally returns."""
+    recorder = Recorder()
+    recorder.hold.clear()
+    src = source(recorder)
+    router = interior()
+    src.start(router)
+    try:
+        wait_for(lambda: recorder.calls, what="the first request")
+        started = time.monotonic()
+        for i in range(1, 50):
+            router.network.routes = SimpleNamespace(cost=dict.fromkeys([f"r-{i}"], 1))
+            src.poll(time.monotonic())
+        assert time.monotonic() - started < 0.5
+        assert len(recorder.calls) == 1
+        recorder.hold.set()
+        wait_for(lambda: recorder.sent == ["", "r-49"], what="the latest value")
+    finally:
+        recorder.hold.set()
+        src.stop()
+        assert src.annotator is not None
+        src.annotator.join(5)
+
+
+def test_stop_returns_at_once_during_a_hung_request() -> None:
+    recorder = Recorder()
+    recorder.hold.clear()
+    src = source(recorder)
+    src.start(interior("r-1"))
+    try:
+        wait_for(lambda: recorder.calls, what="the request")
+        started = time.monotonic()
+        src.stop()
+        assert time.monotonic() - started < 0.1
+    finally:
+        recorder.hold.set()
+        assert src.annotator is not None
+        src.annotator.join(5)
+    assert recorder.sent == ["r-1"]  # the request in flight completes; nothing after it
+
+
+def test_the_kubernetes_call_is_a_merge_patch_of_the_pod() -> None:
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class CoreV1:
+        def patch_namespaced_pod(self, *args: Any, **kwargs: Any) -> None:
+            calls.append((args, kwargs))
+
+    patch = api_patch_function(CoreV1(), NS, "r-0")
+    patch({"metadata": {"annotations": {ANNOTATION: "r-1"}}})
+    [(args, kwargs)] = calls
+    assert args == ("r-0", NS, {"metadata": {"annotations": {ANNOTATION: "r-1"}}})
+    assert kwargs["_content_type"] == MERGE_PATCH == "application/merge-patch+json"
+    assert kwargs["_request_timeout"]
+
+
+def test_registered_only_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pod_status_sources({}) == []
+    assert pod_status_sources({"POD_NAME": "r-0"}) == []
+    [src] = pod_status_sources({"POD_NAME": "r-0", "POD_NAMESPACE": NS})
+    assert (src.namespace, src.pod) == (NS, "r-0")
+
+    config = tmp_path / "r-0.json"
+    config.write_text(json.dumps({"router": {"id": "r-0"}, "listeners": [{"port": 5672}]}))
+    served: list[list[Any]] = []
+    monkeypatch.setattr(engine, "serve", lambda _config, sources=(): served.append(sources) or 0)
+    for name in ("ROUTERNET_CONFIGMAP", "POD_NAME", "POD_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main(["--config", str(config)]) == 0
+    assert not any(isinstance(s, PodStatusSource) for s in served[-1])
+    monkeypatch.setenv("POD_NAME", "r-0")
+    monkeypatch.setenv("POD_NAMESPACE", NS)
+    assert cli.main(["--config", str(config)]) == 0
+    [reporter] = [s for s in served[-1] if isinstance(s, PodStatusSource)]
+    assert (reporter.namespace, reporter.pod) == (NS, "r-0")
+
+
+# --- real routers, a Kubernetes API (kmock's emulator) ------------------------------------------
+
+MESH3 = [("r-1", "r-0", 1), ("r-2", "r-0", 1), ("r-2", "r-1", 1)]
+CONVERGE = 30.0
+
+
+@pytest.mark.network
+@pytest.mark.asyncio
+async def test_routers_report_what_they_reach_on_their_pods(
+    tmp_path: Path, kmock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three interiors in a mesh and an edge on r-0, each with POD_NAME and POD_NAMESPACE set
+    and a kubeconfig for the emulator, as in a pod: each Pod's annotation converges to the
+    others' ids (the edge's to its uplink), loses a router killed, regains it restarted; the
+    operator's verdict on those Pods follows."""
+    import aiohttp
+
+    server = str(kmock.url).rstrip("/")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
+                "users": [{"name": "test", "user": {}}],
+                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "test"}}],
+                "current-context": "kmock",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("POD_NAMESPACE", NS)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("ROUTERNET_CONFIGMAP", raising=False)
+
+    net = RouterNetwork(tmp_path, None, MESH3)
+    hub = net["r-0"]
+    edge_port = free_port(hub.host)
+    hub.listeners.append({"host": hub.host, "port": edge_port, "role": "edge"})
+    leaf = RouterProcess(
+        tmp_path / "e-0",
+        "e-0",
+        extra_args=["--mode", "edge", "--connect", f"{hub.host}:{edge_port}"],
+    )
+    pods = [*net.names, "e-0"]
+    decls = [RouterDecl("r", replicas=3), RouterDecl("e", replicas=1, role="edge")]
+
+    async with aiohttp.ClientSession() as http:
+        for name in pods:
+            role = "edge" if name == "e-0" else "interior"
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": NS,
+                    "labels": {"routernet.io/role": role, "routernet.io/network": "default"},
+                    "annotations": {"other": "kept"},
+                },
+            }
+            response = await http.post(f"{server}/api/v1/namespaces/{NS}/pods", json=pod)
+            assert response.status == 200, await response.text()
+
+        def launch(name: str) -> None:
+            """Each process gets its own POD_NAME, read from the environment at launch."""
+            monkeypatch.setenv("POD_NAME", name)
+            (leaf if name == "e-0" else net[name]).start()
+
+        def annotations() -> dict[str, str | None]:
+            found = {}
+            for name in pods:
+                meta = kmock.objects["v1/pods", NS, name].raw["metadata"]
+                assert meta["annotations"]["other"] == "kept"  # a merge patch: others stay
+                found[name] = meta["annotations"].get(ANNOTATION)
+            return found
+
+        async def converge(expected: dict[str, str], what: str) -> None:
+            deadline = time.monotonic() + CONVERGE
+            while (found := annotations()) != {**found, **expected}:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{what}: {found}, expected {expected}\n{net.logs()}")
+                await asyncio.sleep(0.05)
+
+        def verdicts() -> dict[str, tuple[str, str]]:
+            reports = {n: pod_report(kmock.objects["v1/pods", NS, n].raw) for n in pods}
+            return {k: (v.status, v.message) for k, v in mesh_verdicts(decls, reports).items()}
+
+        try:
+            for name in pods:
+                await asyncio.to_thread(launch, name)
+            everyone = {"r-0": "r-1,r-2", "r-1": "r-0,r-2", "r-2": "r-0,r-1", "e-0": "r-0"}
+            await converge(everyone, "the full mesh")
+            assert verdicts()["r"][0] == "True" and verdicts()["e"][0] == "True"
+
+            await asyncio.to_thread(net.kill, "r-2")
+            await converge({"r-0": "r-1", "r-1": "r-0"}, "r-2 killed")
+            assert annotations()["r-2"] == "r-0,r-1"  # nobody is left to correct a dead router
+            status, message = verdicts()["r"]
+            assert status == "False"
+            assert message == "r-0 does not see r-2; r-1 does not see r-2"
+            assert verdicts()["e"] == verdicts()["r"]
+
+            await asyncio.to_thread(launch, "r-2")
+            await converge(everyone, "r-2 restarted")
+            assert verdicts()["r"][0] == "True"
+        finally:
+            await asyncio.to_thread(net.stop)
+            await asyncio.to_thread(leaf.stop)
+
+    patches = [r for r in kmock if r.method.value == "PATCH" and r.name in pods]
+    assert all(r.headers.get("Content-Type") == MERGE_PATCH for r in patches)
+    for name in pods:
+        values = [r.data["metadata"]["annotations"][ANNOTATION] for r in patches if r.name == name]
+        repeated = [a for a, b in itertools.pairwise(values) if a == b]
+        # Changes only; a restart writes once more what the Pod may already have.
+        assert len(repeated) <= (1 if name == "r-2" else 0), (name, values)
