@@ -92,7 +92,8 @@ class LinkRouter:
         """Where to attach toward the route's container, and whether that is the container."""
         conn = self.local_container(rule)
         if conn is not None:
-            return conn, True
+            # A link the container itself attached is never sent back to it.
+            return (conn, True) if conn is not origin else None
         router = self.router
         if router.network is not None:
             routes = router.network.routes

@@ -402,3 +402,13 @@ def test_a_client_on_an_edge_is_routed_through_its_interior(tmp_path: Path, worl
         assert receiver.bodies == [f"m{i}" for i in range(7)]
         world.run_until(lambda: len(broker.settled) == 7, what="accepts back at the container")
         assert set(broker.settled) == {ACCEPTED}
+
+
+def test_a_link_the_container_attaches_is_not_routed_back_to_it(
+    router: RouterProcess, world: World
+) -> None:
+    broker = FakeBroker(world, router.listener_url(1))
+    sender = broker.sender("queue.loop")
+    world.run_until(lambda: sender.closed, what="refusal")
+    assert sender.link.remote_condition.name == "qd:no-route-to-dest"
+    assert broker.attaches == []  # nothing came back to it
