@@ -143,7 +143,7 @@ def _tokens(value: str, kind: str) -> list[str]:
     return tokens
 
 
-def read_password(value: str, field: str = "saslPassword") -> str:
+def read_secret(value: str, field: str) -> str:
     """Dispatch's password forms: env:VAR, file:PATH (first line), pass:TEXT, or TEXT.
 
     Raises ValueError with an operator-readable reason that names `field`."""
@@ -493,7 +493,11 @@ class Connector(_Endpoint):
         description="Mechanisms the router may use; default PLAIN when saslUsername is set.",
     )
     saslUsername: str | None = Field(
-        default=None, description="User name sent with PLAIN (USER@REALM for a Cyrus sasldb)."
+        default=None,
+        description=(
+            "User name sent with PLAIN (USER@REALM for a Cyrus sasldb); like saslPassword it may"
+            " be env:VAR or file:PATH, so that both can come from a mounted Secret."
+        ),
     )
     saslPassword: str | None = Field(
         default=None,

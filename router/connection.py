@@ -108,10 +108,11 @@ class Connection:
         now: float,
         *,
         connector: Connector | None = None,
-        password: str | None = None,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
         """``listener`` is the Listener or, with ``connector``, the Connector settings;
-        ``password`` is the connector's saslPassword, already read from where it lives."""
+        ``credentials`` the connector's saslUsername and saslPassword, already read from where
+        they live."""
         self.sock = sock
         self.fd = sock.fileno()
         self.listener = listener
@@ -172,10 +173,10 @@ class Connection:
         lib.pn_connection_set_container(c, container_id.encode())
         if connector is not None:
             lib.pn_connection_set_hostname(c, listener.host.encode())
-            if listener.saslUsername is not None and password is not None:
+            if credentials is not None:
                 # Proton reads the credentials when the transport is bound, just below.
-                lib.pn_connection_set_user(c, listener.saslUsername.encode())
-                lib.pn_connection_set_password(c, password.encode())
+                lib.pn_connection_set_user(c, credentials[0].encode())
+                lib.pn_connection_set_password(c, credentials[1].encode())
         self.collector = lib.pn_collector()
         lib.pn_connection_collect(c, self.collector)
         lib.pn_transport_bind(t, c)

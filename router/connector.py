@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from router.config import Connector as ConnectorConfig
-from router.config import read_password
+from router.config import read_secret
 from router.connection import Connection
 from router.log import get_logger
 from router.pn import lib, text
@@ -140,8 +140,13 @@ class Connector:
         family, sockaddr = address
         self.peer = _sockaddr_text(sockaddr)
         cfg = self.config
+        credentials = None
         try:
-            password = read_password(cfg.saslPassword) if cfg.saslPassword is not None else None
+            if cfg.saslUsername is not None and cfg.saslPassword is not None:
+                credentials = (
+                    read_secret(cfg.saslUsername, "saslUsername"),
+                    read_secret(cfg.saslPassword, "saslPassword"),
+                )
         except ValueError as e:
             self.failed(now, str(e))
             return
@@ -162,7 +167,13 @@ class Connector:
             return
         router = self.manager.router
         conn = Connection(
-            sock, cfg, next(router.conn_ids), router.id, now, connector=self, password=password
+            sock,
+            cfg,
+            next(router.conn_ids),
+            router.id,
+            now,
+            connector=self,
+            credentials=credentials,
         )
         self.conn = conn
         self.phase = "connecting"

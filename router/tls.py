@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from router.config import read_password
+from router.config import read_secret
 from router.pn import NULL, cbytes, ffi, lib
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _build(profile: SslProfile, use: Use) -> Any:
     try:
         if profile.certFile is not None and profile.privateKeyFile is not None:
             try:
-                password = profile.password and read_password(profile.password, "password")
+                password = profile.password and read_secret(profile.password, "password")
             except ValueError as e:
                 raise TlsError(str(e)) from None
             if lib.pn_ssl_domain_set_credentials(

@@ -25,7 +25,7 @@ import pytest
 from clients import Management, World
 from harness import RouterProcess, free_port
 
-from router.config import read_password, validate_config
+from router.config import read_secret, validate_config
 from router.connector import (
     FAILED,
     INITIAL_DELAY,
@@ -64,15 +64,15 @@ def test_password_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("ROUTERNET_TEST_PW", "from-env")
     secret = tmp_path / "pw"
     secret.write_text("from-file\nsecond line\n")
-    assert read_password("env:ROUTERNET_TEST_PW") == "from-env"
-    assert read_password(f"file:{secret}") == "from-file"
-    assert read_password("pass:env:literally") == "env:literally"
-    assert read_password("plain") == "plain"
+    assert read_secret("env:ROUTERNET_TEST_PW", "saslPassword") == "from-env"
+    assert read_secret(f"file:{secret}", "saslPassword") == "from-file"
+    assert read_secret("pass:env:literally", "saslPassword") == "env:literally"
+    assert read_secret("plain", "saslPassword") == "plain"
     monkeypatch.delenv("ROUTERNET_TEST_PW")
     with pytest.raises(ValueError, match="environment variable 'ROUTERNET_TEST_PW' is not set"):
-        read_password("env:ROUTERNET_TEST_PW")
+        read_secret("env:ROUTERNET_TEST_PW", "saslPassword")
     with pytest.raises(ValueError, match="cannot read"):
-        read_password(f"file:{tmp_path / 'absent'}")
+        read_secret(f"file:{tmp_path / 'absent'}", "saslPassword")
 
 
 # ----- a python-qpid-proton peer in its own process --------------------------------------------
@@ -414,6 +414,8 @@ def test_plain_credentials_are_read_again_on_every_attempt(
     )
     secret = tmp_path / "r1-password"
     secret.write_text("wrong-pw\n")
+    username = tmp_path / "r1-username"  # as a mounted basic-auth Secret gives it
+    username.write_text(f"r1@{REALM}\n")
     dialler = RouterProcess(tmp_path, "R1", router={"mode": "interior"})
     dialler.config["connectors"] = [
         {
@@ -421,7 +423,7 @@ def test_plain_credentials_are_read_again_on_every_attempt(
             "host": "127.0.0.1",
             "port": peer.listeners[1]["port"],
             "role": "inter-router",
-            "saslUsername": f"r1@{REALM}",
+            "saslUsername": f"file:{username}",
             "saslPassword": f"file:{secret}",
         }
     ]
@@ -437,7 +439,7 @@ def test_plain_credentials_are_read_again_on_every_attempt(
         assert (row["name"], row["saslMechanisms"], row["saslUsername"]) == (
             "to-R2",
             "PLAIN",
-            f"r1@{REALM}",
+            f"file:{username}",
         )
         assert "saslPassword" not in row
         assert "unauthorized" in row["connectionMsg"] or "uthentication" in row["connectionMsg"]
