@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -233,13 +234,29 @@ SaslMechanisms = Annotated[
 ]
 
 
-def _check_file(value: str | None) -> str | None:
+FILES_CONTEXT_KEY = "files"
+"""Validation context: ``RouterConfig.model_validate(data, context={"files": False})`` checks
+everything but whether the files and directories the router reads exist (sslProfiles'
+certFile, privateKeyFile and caCertFile; router.saslConfigDir and its SASL config file). For a
+configuration written here but run elsewhere: the operator validates pod configs whose files
+exist only in the pod (mounted Secrets). The router's own loading (``validate_config``) passes
+no context, so it keeps checking."""
+
+
+def _checks_files(info: ValidationInfo) -> bool:
+    context = info.context
+    return not (isinstance(context, dict) and context.get(FILES_CONTEXT_KEY) is False)
+
+
+def _check_file(value: str | None, info: ValidationInfo) -> str | None:
     """A file the router reads at start-up (and whenever a connection needs it): it must be
     there now, so that a typo is a config error rather than every connection failing."""
     if value is None:
         return value
     if not value.strip():
         raise ValueError(f"{value!r} is not a file name (leave it out instead)")
+    if not _checks_files(info):
+        return value
     path = Path(value)
     if not path.exists():
         raise ValueError(f"{value!r} does not exist")
@@ -756,11 +773,13 @@ class RouterSettings(_Strict):
 
     @field_validator("saslConfigDir")
     @classmethod
-    def _sasl_config_dir(cls, value: str | None) -> str | None:
+    def _sasl_config_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return value
         if not value.strip():
             raise ValueError(f"{value!r} is not a directory (leave it out for Cyrus's default)")
+        if not _checks_files(info):
+            return value
         if not Path(value).exists():
             raise ValueError(f"{value!r} does not exist")
         if not Path(value).is_dir():
@@ -794,8 +813,8 @@ class RouterSettings(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _sasl_config_file(self) -> Self:
-        if self.saslConfigDir is not None:
+    def _sasl_config_file(self, info: ValidationInfo) -> Self:
+        if self.saslConfigDir is not None and _checks_files(info):
             path = Path(self.saslConfigDir) / f"{self.saslConfigName}.conf"
             if not path.is_file():
                 raise ValueError(

@@ -5,8 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from router.config import (
+    FILES_CONTEXT_KEY,
     Address,
     ConfigError,
     Listener,
@@ -171,6 +173,42 @@ def test_sasl_config_dir_errors(tmp_path: Path) -> None:
         f"router: saslConfigDir {str(tmp_path)!r} has no qdrouterd.conf"
         " (the Cyrus SASL config file named by saslConfigName)"
     )
+
+
+def test_files_context_skips_only_the_file_checks(tmp_path: Path) -> None:
+    """For configs written here to run elsewhere (the operator's pod configs): with the
+    validation context {"files": False} missing files pass, everything else is still checked;
+    the router's own loading (validate_config, no context) keeps refusing them."""
+    missing = str(tmp_path / "nope")
+    data = {
+        "router": {"id": "R1", "saslConfigDir": missing},
+        "sslProfiles": [
+            {
+                "name": "p",
+                "certFile": f"{missing}/tls.crt",
+                "privateKeyFile": f"{missing}/tls.key",
+                "caCertFile": f"{missing}/ca.crt",
+            }
+        ],
+        "listeners": [{"port": 5671, "sslProfile": "p"}],
+    }
+    cfg = RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})
+    assert cfg.listeners[0].ssl is cfg.sslProfiles[0]
+    assert cfg.listeners[0].requireSsl is True
+    assert cfg.router.saslConfigDir == missing
+    assert error_of(data) == (
+        f"router.saslConfigDir: {missing!r} does not exist;"
+        f" sslProfiles[0].certFile: '{missing}/tls.crt' does not exist;"
+        f" sslProfiles[0].privateKeyFile: '{missing}/tls.key' does not exist;"
+        f" sslProfiles[0].caCertFile: '{missing}/ca.crt' does not exist"
+    )
+    # Only the files: a profile without the key its certFile needs is still refused.
+    del data["sslProfiles"][0]["privateKeyFile"]  # type: ignore[index]
+    with pytest.raises(ValidationError, match="certFile and privateKeyFile go together"):
+        RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})
+    data["sslProfiles"][0]["certFile"] = " "  # type: ignore[index]
+    with pytest.raises(ValidationError, match="is not a file name"):
+        RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})
 
 
 @pytest.mark.parametrize("name", ["", "a b", "a/b", ".hidden"])

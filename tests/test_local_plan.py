@@ -83,7 +83,33 @@ def test_a_link_route_over_tls_is_refused_before_anything_runs(tmp_path: Path) -
         )
     [line] = caught.value.lines
     assert line.startswith(f"{tmp_path / 'linkroutes.yaml'}: LinkRoute 'vault': ")
-    assert "the router has no TLS yet" in line
+    assert "does not set up TLS for LinkRoute connections yet" in line
+    assert "in clear text" in line
+
+
+def test_a_tls_listener_is_refused_locally_not_served_in_clear(tmp_path: Path) -> None:
+    """Kubernetes mounts the Secret; locally there is none, so the Router is refused whole."""
+    with pytest.raises(InvalidInput) as caught:
+        planned(
+            tmp_path,
+            """\
+            apiVersion: routernet.io/v1alpha1
+            kind: Router
+            metadata: {name: secure}
+            spec: {listeners: [{port: 5671, tlsSecret: secure-tls}]}
+            """,
+        )
+    [line] = caught.value.lines
+    assert line.startswith(f"{tmp_path / 'linkroutes.yaml'}: Router 'secure': ")
+    assert "spec.listeners[0].tlsSecret: Secret 'secure-tls' is not available" in line
+    assert "not served in clear text" in line
+
+
+def test_the_tls_example_is_for_kubernetes_only() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        plan_files([str(EXAMPLES / "tls")])
+    [line] = caught.value.lines
+    assert "spec.listeners[0].tlsSecret: Secret 'secure-tls' is not available" in line
 
 
 def test_a_link_route_added_is_described_as_such() -> None:

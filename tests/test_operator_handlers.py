@@ -300,7 +300,7 @@ async def test_create_router_renders_children_and_status(cluster: Cluster) -> No
 
         status = router["status"]
         assert status["selector"] == selector("hub")
-        assert status["endpoints"] == [f"hub.{NS}.svc.cluster.local:5672"]
+        assert status["endpoints"] == [f"amqp://hub.{NS}.svc.cluster.local:5672"]
         assert status["replicas"] == 0 and status["readyReplicas"] == 0
         assert condition(router, adapter.CONFIG_APPLIED)["status"] == "True"
         # No pod has reported what it reaches (tests/test_operator_mesh.py: when they do).
@@ -369,6 +369,46 @@ async def test_address_update_changes_configs_not_pods(cluster: Cluster) -> None
         sts = get(cluster, "apps/v1/statefulsets", "hub")
         assert sts["spec"]["template"] == template
         assert sts["spec"]["template"]["metadata"]["annotations"][DIGEST_ANNOTATION]
+
+
+# --- TLS: a listener's Secret is mounted, never read ---------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_tls_listener_is_served_from_its_mounted_secret(cluster: Cluster) -> None:
+    await create(cluster, "routers", "hub", {"replicas": 2})
+    async with operator():
+        await eventually(lambda: reconciled(cluster, "routers", "hub"))
+        plain = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+
+        listeners = [{"port": 5671, "tlsSecret": "hub-tls"}, {"port": 5672}]
+        await call(cluster, "PATCH", path("routers", "hub"), {"spec": {"listeners": listeners}})
+        router = await eventually(lambda: reconciled(cluster, "routers", "hub", generation=2))
+
+        assert condition(router, adapter.CONFIG_APPLIED)["status"] == "True"
+        assert router["status"]["endpoints"] == [
+            f"amqps://hub.{NS}.svc.cluster.local:5671",
+            f"amqp://hub.{NS}.svc.cluster.local:5672",
+        ]
+        for config in pod_configs(cluster, "hub").values():
+            assert config["sslProfiles"] == [
+                {
+                    "name": "listener-5671",
+                    "certFile": "/etc/routernet-tls/5671/tls.crt",
+                    "privateKeyFile": "/etc/routernet-tls/5671/tls.key",
+                }
+            ]
+            (tls,) = [lsn for lsn in config["listeners"] if lsn.get("port") == 5671]
+            assert (tls["sslProfile"], tls["requireSsl"]) == ("listener-5671", True)
+        template = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+        assert template != plain, "a new volume: the StatefulSet rolls the pods"
+        assert {"name": "tls-5671", "secret": {"secretName": "hub-tls", "optional": False}} in (
+            template["spec"]["volumes"]
+        )
+        service = get(cluster, "v1/services", "hub")
+        assert [p["name"] for p in service["spec"]["ports"]] == ["amqps", "amqp"]
+    # The operator mounts the Secret; it never reads it (it has no RBAC for Secrets).
+    assert not requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT", "DELETE")
 
 
 # --- scale ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from router_operator.planner import (
     plan_namespace,
 )
 
-from router.config import RouterConfig
+from router.config import ConfigError, RouterConfig, validate_config
 
 NS = "msg"
 
@@ -250,7 +250,7 @@ def test_pod_identities_and_endpoints() -> None:
     pod = plan.pods()["core-1"]
     assert (pod.router, pod.ordinal, pod.router_id) == ("core", 1, "core-1")
     assert pod.host == "core-1.core-peers.msg.svc.example.org"
-    assert plan.router("core").endpoints == ("core.msg.svc.example.org:5672",)
+    assert plan.router("core").endpoints == ("amqp://core.msg.svc.example.org:5672",)
     assert plan.router("core").peers_service == "core-peers"
 
 
@@ -544,11 +544,52 @@ def configs_of(plan: NamespacePlan, pod: str) -> RouterConfig:
     return config
 
 
-def test_tls_listeners_are_refused_not_served_in_clear() -> None:
-    plan = plan_namespace(NS, [interior("a", 1, listeners=(ListenerDecl(tls_secret="cert"),))])
-    (problem,) = plan.problems
-    assert problem.reason == "InvalidListener" and "TLS" in problem.message
-    assert not plan.router("a").ok
+def test_tls_listeners_get_an_ssl_profile_from_their_mounted_secret() -> None:
+    listeners = (ListenerDecl(port=5671, tls_secret="cert"), ListenerDecl(port=5672))
+    plan = plan_namespace(NS, [interior("a", 2, listeners=listeners)], cluster_domain="c.org")
+    assert plan.problems == ()
+    router = plan.router("a")
+    assert router.ok
+    assert router.tls_secrets == ((5671, "cert"),)
+    assert router.endpoints == ("amqps://a.msg.svc.c.org:5671", "amqp://a.msg.svc.c.org:5672")
+    for pod in ("a-0", "a-1"):
+        cfg = configs_of(plan, pod)
+        (profile,) = cfg.sslProfiles
+        assert profile.model_dump(exclude_none=True) == {
+            "name": "listener-5671",
+            "certFile": "/etc/routernet-tls/5671/tls.crt",
+            "privateKeyFile": "/etc/routernet-tls/5671/tls.key",
+        }
+        tls, plain = cfg.listeners[:2]
+        assert (tls.port, tls.sslProfile, tls.requireSsl, tls.ssl) == (
+            5671,
+            "listener-5671",
+            True,
+            profile,
+        )
+        assert (plain.port, plain.sslProfile, plain.requireSsl) == (5672, None, False)
+        # The operator's inter-router and edge listeners stay plain.
+        assert all(lsn.sslProfile is None for lsn in cfg.listeners[2:])
+
+
+def test_tls_configs_validate_without_the_files_which_only_the_pod_has() -> None:
+    """The planner skips the router's file checks (the files are mounted in the pod); the
+    router's own loader, given the same config where the files are missing, refuses it."""
+    plan = plan_namespace(NS, [edge("e", 1, listeners=(ListenerDecl(tls_secret="cert"),))])
+    cfg = configs_of(plan, "e-0")
+    assert cfg.listeners[0].ssl is not None
+    with pytest.raises(ConfigError) as caught:
+        validate_config(cfg.model_dump(mode="json", exclude_defaults=True))
+    assert "sslProfiles[0].certFile: '/etc/routernet-tls/5672/tls.crt' does not exist" in str(
+        caught.value
+    )
+
+
+def test_tls_secret_changes_are_listener_changes() -> None:
+    before = plan_namespace(NS, [interior("a", 1)])
+    after = plan_namespace(NS, [interior("a", 1, listeners=(ListenerDecl(tls_secret="cert"),))])
+    (change,) = diff_plans(before, after)
+    assert (change.pod, change.change, change.listeners_changed) == ("a-0", "changed", True)
 
 
 def test_an_invalid_router_config_is_reported_with_the_routers_words() -> None:
@@ -740,7 +781,11 @@ def test_one_direction_each_is_no_conflict_but_both_against_one_is() -> None:
 @pytest.mark.parametrize(
     ("connection", "reason", "words"),
     [
-        (LinkRouteConnectionDecl("b", tls_secret="b-tls"), "TLSNotSupported", "no TLS yet"),
+        (
+            LinkRouteConnectionDecl("b", tls_secret="b-tls"),
+            "TLSNotSupported",
+            "does not set up TLS for LinkRoute connections",
+        ),
         (LinkRouteConnectionDecl("b", sasl_secret="b-login"), "SASLNotSupported", "saslSecret"),
         (
             LinkRouteConnectionDecl("b", tls_secret="b-tls", sasl_secret="b-login"),

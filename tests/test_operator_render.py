@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
+from router_operator import adapter
 from router_operator.planner import (
     AddressDecl,
     LinkRouteConnectionDecl,
@@ -28,10 +31,11 @@ from router_operator.render import (
     selector,
 )
 
-from router.config import RouterConfig, validate_config
+from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
 from router.configsync import api_functions
 
 NS = "msg"
+EXAMPLE_TLS = Path(__file__).resolve().parent.parent / "examples" / "tls" / "router.yaml"
 VERSIONS = ["1.30", kubernetes_validate.latest_version()]
 
 
@@ -501,6 +505,100 @@ def test_plain_listeners_mount_the_users_secret_with_a_cyrus_config() -> None:
     plain_free = objects(plan(), "core")
     assert "sasl.conf" not in plain_free["ConfigMap/core-config"]["data"]
     assert len(plain_free["StatefulSet/core"]["spec"]["template"]["spec"]["volumes"]) == 1
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tls_listeners_mount_their_secret_and_use_it_in_the_config(version: str) -> None:
+    listeners = (
+        ListenerDecl(port=5671, tls_secret="core-tls"),
+        ListenerDecl(port=5672),
+        ListenerDecl(port=8671, tls_secret="other-tls", role="route-container"),
+    )
+    p = plan(decls(listeners=listeners))
+    objs = objects(p, "core")
+    for obj in objs.values():
+        kubernetes_validate.validate(obj, version, strict=True)
+    pod = objs["StatefulSet/core"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls-5671"] == {
+        "name": "tls-5671",
+        "secret": {"secretName": "core-tls", "optional": False},
+    }
+    assert volumes["tls-8671"]["secret"] == {"secretName": "other-tls", "optional": False}
+    (container,) = pod["containers"]
+    mounts = container["volumeMounts"]
+    assert {"name": "tls-5671", "mountPath": "/etc/routernet-tls/5671", "readOnly": True} in mounts
+    assert {"name": "tls-8671", "mountPath": "/etc/routernet-tls/8671", "readOnly": True} in mounts
+    assert len(mounts) == 3  # and the config
+    # Ports say TLS: IANA's amqps for 5671, amqps-<port> otherwise.
+    assert [(c["name"], c["containerPort"]) for c in container["ports"]][:3] == [
+        ("amqps", 5671),
+        ("amqp", 5672),
+        ("amqps-8671", 8671),
+    ]
+    client = objs["Service/core"]["spec"]["ports"]
+    assert [(c["name"], c["port"], c["targetPort"]) for c in client] == [
+        ("amqps", 5671, "amqps"),
+        ("amqp", 5672, "amqp"),
+        ("amqps-8671", 8671, "amqps-8671"),
+    ]
+    # Every pod's config: an sslProfile per TLS listener, naming the mounted files.
+    data = objs["ConfigMap/core-config"]["data"]
+    for i in range(3):
+        raw = json.loads(data[f"core-{i}.json"])
+        assert raw["sslProfiles"] == [
+            {
+                "name": "listener-5671",
+                "certFile": "/etc/routernet-tls/5671/tls.crt",
+                "privateKeyFile": "/etc/routernet-tls/5671/tls.key",
+            },
+            {
+                "name": "listener-8671",
+                "certFile": "/etc/routernet-tls/8671/tls.crt",
+                "privateKeyFile": "/etc/routernet-tls/8671/tls.key",
+            },
+        ]
+        by_port = {lsn.get("port", 5672): lsn for lsn in raw["listeners"]}
+        assert (by_port[5671]["sslProfile"], by_port[5671]["requireSsl"]) == ("listener-5671", True)
+        assert (by_port[8671]["sslProfile"], by_port[8671]["requireSsl"]) == ("listener-8671", True)
+        for port in (5672, 55672, 45672):
+            assert "sslProfile" not in by_port[port] and "requireSsl" not in by_port[port]
+        # What the router loads in the pod, where the files are mounted (here they are not).
+        loaded = RouterConfig.model_validate(raw, context={FILES_CONTEXT_KEY: False})
+        assert loaded == p.pods()[f"core-{i}"].config
+        with pytest.raises(ConfigError, match="does not exist"):
+            validate_config(raw)
+
+
+def test_the_tls_example_renders_valid_objects() -> None:
+    (doc,) = yaml.safe_load_all(EXAMPLE_TLS.read_text())
+    doc["metadata"].update(namespace=NS, uid="uid-secure")
+    decl = adapter.router_decl(adapter.parse("Router", doc), "routernet/router:test")
+    p = plan_namespace(NS, [decl])
+    assert p.problems == ()
+    for obj in render_router(p.router("secure")):
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+    assert p.router("secure").endpoints[0] == f"amqps://secure.{NS}.svc.cluster.local:5671"
+
+
+def test_adding_tls_changes_the_pod_template_not_the_digest() -> None:
+    """A volume cannot be added to a running pod: the StatefulSet rolls its pods."""
+    before = statefulset(plan(), "core")["spec"]["template"]
+    tls = (ListenerDecl(port=5672, tls_secret="core-tls"),)
+    after = statefulset(plan(decls(listeners=tls)), "core")["spec"]["template"]
+    assert before != after
+    assert before["metadata"]["annotations"] == after["metadata"]["annotations"]
+    assert [v["name"] for v in after["spec"]["volumes"]] == ["config", "tls-5672"]
+    assert after["spec"]["containers"][0]["ports"][0]["name"] == "amqps-5672"
+
+
+def test_pod_template_overrides_keep_the_tls_volume() -> None:
+    tls = (ListenerDecl(port=5671, tls_secret="core-tls"),)
+    extra = {"spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]}}
+    sts = statefulset(plan(decls(listeners=tls, pod_template=extra)), "core")
+    kubernetes_validate.validate(sts, "1.30", strict=True)
+    names = [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]]
+    assert names == ["config", "tls-5671", "scratch"]
 
 
 def test_a_config_map_over_the_limit_is_refused() -> None:

@@ -231,6 +231,13 @@ def check_local(declared: Sequence[Declared]) -> list[str]:
                         f" Secret {lsn.saslUsersSecret!r} is not available to local routers"
                         " (no Kubernetes here); use ANONYMOUS listeners locally"
                     )
+                if lsn.tlsSecret is not None:
+                    problems.append(
+                        f"{item.origin}: {item.label}: spec.listeners[{index}].tlsSecret:"
+                        f" Secret {lsn.tlsSecret!r} is not available to local routers"
+                        " (no Kubernetes here), and the listener is not served in clear text"
+                        " instead; leave tlsSecret out locally"
+                    )
     return problems
 
 

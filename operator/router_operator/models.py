@@ -282,9 +282,11 @@ class RouterListener(_Spec):
     tlsSecret: SecretName | None = Field(
         default=None,
         description=(
-            "A kubernetes.io/tls Secret (tls.crt, tls.key, optional ca.crt): serve AMQPS."
-            " Not available yet (the router has no TLS): such a listener is reported as a"
-            " problem rather than served in clear text."
+            "A kubernetes.io/tls Secret (tls.crt, tls.key) in the Router's namespace: the"
+            " listener serves AMQPS only (clients that do not start TLS are refused) with this"
+            " certificate. Clients are not asked for certificates (a ca.crt in the Secret is not"
+            " used). Adding or removing it restarts the pods (rolling); a renewed certificate is"
+            " used from the pods' next restart. Not available to local routers (routernet up)."
         ),
     )
     saslMechanisms: Annotated[
@@ -526,8 +528,9 @@ class LinkRouteConnection(_Spec):
         default=None,
         description=(
             "Connect with TLS, trusting the CA in this Secret's ca.crt (and presenting"
-            " tls.crt/tls.key when present). Not available yet: the router has no TLS, and a"
-            " LinkRoute naming one is not applied (Ready False, TLSNotSupported)."
+            " tls.crt/tls.key when present). Not available yet: the operator does not set up"
+            " TLS for LinkRoute connections, and a LinkRoute naming one is not applied (Ready"
+            " False, TLSNotSupported)."
         ),
     )
     saslSecret: SecretName | None = Field(
@@ -679,7 +682,11 @@ class RouterStatus(_Status):
         ),
     )
     endpoints: list[str] = Field(
-        default_factory=list, description="host:port of each listener, as clients dial it."
+        default_factory=list,
+        description=(
+            "The client Service's URL for each listener, as clients dial it:"
+            " amqps://HOST:PORT for TLS listeners, amqp://HOST:PORT for the others."
+        ),
     )
 
 

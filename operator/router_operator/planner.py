@@ -27,8 +27,14 @@ Rules, and why:
   ``both`` is two entries, in and out), with the same conflict rule per prefix/pattern and
   direction. One naming a ``connection`` also puts a route-container connector
   ``linkroute/<name>`` on every interior router, and its entries name that connector; edges get
-  the entries alone (they pass link-routed attaches up to their interior). What the router cannot
-  do yet (TLS, credentials from a Secret) refuses the whole LinkRoute: never applied half-way.
+  the entries alone (they pass link-routed attaches up to their interior). What the operator
+  cannot set up yet (TLS, credentials from a Secret) refuses the whole LinkRoute: never applied
+  half-way.
+- A listener with a TLS Secret serves TLS only (``requireSsl``) with an sslProfile
+  ``listener-<port>`` whose certFile and privateKeyFile are the Secret's tls.crt and tls.key,
+  mounted at ``/etc/routernet-tls/<port>/`` (render). The files exist only in the pod, so configs
+  are validated with the router's own model minus its file checks (the ``files`` validation
+  context of router/config.py); the router checks them when it loads the config.
 - A bad declaration is a ``Problem`` on that object, not an exception: one broken Router must not
   stop the reconciliation of its whole network. A Router whose configs cannot be built gets no pod
   configs (``RouterPlan.ok`` is false) and its existing children should be left alone, but its pods
@@ -45,7 +51,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from router.config import AMQP_PORT, Address, ConfigError, Connector, RouterConfig
+from router.config import (
+    AMQP_PORT,
+    FILES_CONTEXT_KEY,
+    Address,
+    ConfigError,
+    Connector,
+    RouterConfig,
+)
 from router.config import LinkRoute as RouterLinkRoute
 
 RouterRole = Literal["interior", "edge"]
@@ -70,6 +83,13 @@ SASL_CONFIG_DIR = "/etc/routernet-sasl"
 """Where the pod gets the Cyrus config and the users' sasldb (a projected volume, see render)."""
 SASL_CONFIG_NAME = "routernet"
 SASLDB_FILE = "users.sasldb"
+TLS_DIR = "/etc/routernet-tls"
+"""Each TLS listener's Secret is mounted at ``<TLS_DIR>/<port>/`` (a Secret volume, see render)."""
+TLS_CERT_FILE = "tls.crt"
+TLS_KEY_FILE = "tls.key"
+"""The keys of a kubernetes.io/tls Secret the listener's sslProfile uses. Its optional ca.crt
+is not used: the operator cannot read the Secret to know whether it is there, and a caCertFile
+that is missing would stop the router (its config is refused)."""
 LINK_ROUTE_CONNECTOR_PREFIX = "linkroute/"
 """Route-container connectors of LinkRoutes are ``linkroute/<LinkRoute name>``: deterministic, so
 config-sync diffs them by name, and apart from the ``inter-router/`` and ``edge/`` ones."""
@@ -101,8 +121,8 @@ class ListenerDecl:
     max_frame_size: int | None = None
     strip_annotations: str | None = None
     tls_secret: str | None = None
-    """The router has no TLS yet: a listener asking for it is refused (fail closed) rather than
-    served in clear text."""
+    """A kubernetes.io/tls Secret: the listener serves TLS only (requireSsl), presenting its
+    tls.crt and tls.key through the sslProfile ``listener-<port>``."""
 
 
 @dataclass(frozen=True)
@@ -233,15 +253,33 @@ class RouterPlan:
         return tuple(lsn.port for lsn in effective_listeners(self.decl))
 
     @property
+    def tls_ports(self) -> frozenset[int]:
+        """The ports of the listeners that serve TLS (only)."""
+        return frozenset(lsn.port for lsn in effective_listeners(self.decl) if lsn.tls_secret)
+
+    @property
+    def tls_secrets(self) -> tuple[tuple[int, str], ...]:
+        """(port, Secret) of every TLS listener, in declaration order: what the pods mount."""
+        return tuple(
+            (lsn.port, lsn.tls_secret)
+            for lsn in effective_listeners(self.decl)
+            if lsn.tls_secret is not None
+        )
+
+    @property
     def sasl_users_secret(self) -> str | None:
         """The Secret mounted as the router's sasldb, if any listener uses PLAIN."""
         return _sasl_users_secret(self.decl)
 
     @property
     def endpoints(self) -> tuple[str, ...]:
-        """host:port of the client Service, what applications connect to (for status)."""
+        """The client Service's URLs, what applications connect to (for status): ``amqps://``
+        for the TLS listeners, ``amqp://`` for the others."""
         host = f"{self.decl.name}.{self.namespace}.svc.{self.cluster_domain}"
-        return tuple(f"{host}:{port}" for port in self.client_ports)
+        tls = self.tls_ports
+        return tuple(
+            f"{'amqps' if port in tls else 'amqp'}://{host}:{port}" for port in self.client_ports
+        )
 
 
 @dataclass(frozen=True)
@@ -378,6 +416,16 @@ def effective_listeners(decl: RouterDecl) -> tuple[ListenerDecl, ...]:
 
 def link_route_connector_name(link_route: str) -> str:
     return f"{LINK_ROUTE_CONNECTOR_PREFIX}{link_route}"
+
+
+def listener_ssl_profile_name(port: int) -> str:
+    """The sslProfile of the TLS listener on ``port`` (ports are unique per Router)."""
+    return f"listener-{port}"
+
+
+def listener_tls_dir(port: int) -> str:
+    """Where the pod has the TLS Secret of the listener on ``port``."""
+    return f"{TLS_DIR}/{port}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,14 +656,6 @@ def _check_listeners(decl: RouterDecl, report: Report) -> None:
                 "InvalidListener",
                 f"{label}: PLAIN needs saslUsersSecret, the Secret holding the users' sasldb",
             )
-        if lsn.tls_secret is not None:
-            report(
-                "Router",
-                decl.name,
-                "InvalidListener",
-                f"{label}: TLS (secret {lsn.tls_secret!r}) is not supported by the router yet;"
-                " refusing to serve this listener in clear text",
-            )
         if decl.role == "interior" and lsn.port in RESERVED_PORTS:
             report(
                 "Router",
@@ -640,6 +680,9 @@ def _listener_entries(decl: RouterDecl) -> list[dict[str, Any]]:
             "stripAnnotations": lsn.strip_annotations,
         }
         entry.update({key: value for key, value in optional.items() if value is not None})
+        if lsn.tls_secret is not None:
+            entry["sslProfile"] = listener_ssl_profile_name(lsn.port)
+            entry["requireSsl"] = True
         entries.append(entry)
     if decl.role == "interior":
         for port, role in RESERVED_PORTS.items():
@@ -650,29 +693,42 @@ def _listener_entries(decl: RouterDecl) -> list[dict[str, Any]]:
     return entries
 
 
+def _ssl_profiles(decl: RouterDecl) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": listener_ssl_profile_name(lsn.port),
+            "certFile": f"{listener_tls_dir(lsn.port)}/{TLS_CERT_FILE}",
+            "privateKeyFile": f"{listener_tls_dir(lsn.port)}/{TLS_KEY_FILE}",
+        }
+        for lsn in effective_listeners(decl)
+        if lsn.tls_secret is not None
+    ]
+
+
 def _build_config(
     pod: _Pod, folded: list[FoldedAddress], routes: list[LinkRoutePlan], report: Report
 ) -> RouterConfig | None:
-    """Validates with the router's own model, so nothing reaches a pod that it would refuse."""
+    """Validates with the router's own model, so nothing reaches a pod that it would refuse;
+    all but the files (TLS certificates, the SASL directory), which exist in the pod (mounted
+    volumes) but not where the operator runs: the router checks those when it loads this."""
+    router: dict[str, Any] = {"id": pod.name, "mode": pod.router.role}
+    if _sasl_users_secret(pod.router) is not None:
+        router["saslConfigDir"] = SASL_CONFIG_DIR
+        router["saslConfigName"] = SASL_CONFIG_NAME
     data = {
-        "router": {"id": pod.name, "mode": pod.router.role},
+        "router": router,
+        "sslProfiles": _ssl_profiles(pod.router),
         "listeners": _listener_entries(pod.router),
         "connectors": pod.connectors + _route_connectors(pod.router, routes),
         "addresses": [f.entry.model_dump(exclude_defaults=True) for f in folded],
         "linkRoutes": [e.model_dump(exclude_defaults=True) for r in routes for e in r.entries],
     }
     try:
-        config = RouterConfig.model_validate(data)
+        return RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})
     except ValidationError as err:
         message = str(ConfigError.from_validation(err, context=f"router {pod.name}: "))
         report("Router", pod.router.name, "InvalidConfig", message)
         return None
-    if _sasl_users_secret(pod.router) is not None:
-        # Set after validation: the model checks that the directory exists, which it does in
-        # the pod (a mounted volume) but not where the operator runs.
-        config.router.saslConfigDir = SASL_CONFIG_DIR
-        config.router.saslConfigName = SASL_CONFIG_NAME
-    return config
 
 
 def _route_connectors(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[dict[str, Any]]:
@@ -800,9 +856,9 @@ def _link_route_plan(decl: LinkRouteDecl, report: Report) -> LinkRoutePlan | Non
 
 
 def _unsupported_connection(decl: LinkRouteDecl) -> tuple[str, str] | None:
-    """(reason, message) when the connection asks for what the router cannot do yet. Refused
-    rather than degraded: a connection meant to be encrypted or authenticated must not be
-    opened in clear text or anonymously."""
+    """(reason, message) when the connection asks for what the operator cannot set up yet.
+    Refused rather than degraded: a connection meant to be encrypted or authenticated must not
+    be opened in clear text or anonymously."""
     connection = decl.connection
     if connection is None:
         return None
@@ -810,8 +866,9 @@ def _unsupported_connection(decl: LinkRouteDecl) -> tuple[str, str] | None:
     if connection.tls_secret is not None:
         return (
             "TLSNotSupported",
-            f"connection.tlsSecret {connection.tls_secret!r}: the router has no TLS yet;"
-            f" refusing to connect to {target} in clear text, so this LinkRoute is not applied",
+            f"connection.tlsSecret {connection.tls_secret!r}: the operator does not set up TLS"
+            f" for LinkRoute connections yet; refusing to connect to {target} in clear text, so"
+            " this LinkRoute is not applied",
         )
     if connection.sasl_secret is not None:
         return (

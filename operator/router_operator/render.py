@@ -33,6 +33,21 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   ``linkroutes``, the LinkRoutes folded in as their specs, which a paused LinkRoute is folded
   again from (its containerId entries in a pod config say nothing of which LinkRoute made them).
   The key has no ``.json`` suffix: pods and readers of pod configs take only ``<pod>.json``.
+- TLS listeners (``tlsSecret``): the Secret is a volume ``tls-<port>`` (``optional: false``),
+  mounted read-only at ``/etc/routernet-tls/<port>/``, where the pod config's sslProfile
+  ``listener-<port>`` finds tls.crt and tls.key. A missing Secret keeps the pod from starting
+  (the kubelet's FailedMount event says why) rather than letting it serve in clear text. The
+  operator does not read Secrets (it has no RBAC for them), so it cannot report that itself.
+  A volume cannot be added to a running pod: adding or removing a tlsSecret changes the pod
+  template, and the StatefulSet replaces the pods one by one (RollingUpdate; the PDB and the
+  preStop drain apply). Until a pod is replaced, config-sync refuses the new config there
+  (``config.invalid``: the certificate files are not mounted yet) and the pod keeps its old
+  one. The client Service and the container name the port ``amqps`` (5671) or
+  ``amqps-<port>``, and status endpoints say ``amqps://``.
+  Known gap, certificate rotation: the kubelet updates the mounted files in place when the
+  Secret changes, but the router loads a profile's files once (router/tls.py keys its cache on
+  the profile's settings, not the files' content), so a renewed certificate is served only
+  after the pods restart (``kubectl rollout restart statefulset/<name>``).
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -52,6 +67,7 @@ from router_operator.planner import (
     SASL_CONFIG_NAME,
     SASLDB_FILE,
     RouterPlan,
+    listener_tls_dir,
     peers_service_name,
 )
 
@@ -167,13 +183,25 @@ def _metadata(plan: RouterPlan, name: str) -> dict[str, Any]:
     }
 
 
-def _port_name(port: int) -> str:
-    # IANA service names: at most 15 characters, lower-case letters, digits and '-'.
+def _port_name(port: int, tls: bool = False) -> str:
+    # IANA service names: at most 15 characters, lower-case letters, digits and '-'. Unique
+    # per Router, as its ports are.
+    if tls:
+        return "amqps" if port == 5671 else f"amqps-{port}"
     return "amqp" if port == 5672 else f"amqp-{port}"
 
 
+def _client_ports(plan: RouterPlan) -> list[tuple[str, int]]:
+    tls = plan.tls_ports
+    return [(_port_name(port, port in tls), port) for port in plan.client_ports]
+
+
+def tls_volume_name(port: int) -> str:
+    return f"tls-{port}"
+
+
 def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
-    ports = [(_port_name(port), port) for port in plan.client_ports]
+    ports = _client_ports(plan)
     if plan.mode == "interior":
         ports += [("inter-router", INTER_ROUTER_PORT), ("edge", EDGE_PORT)]
     return ports
@@ -328,13 +356,8 @@ def render_client_service(plan: RouterPlan) -> dict[str, Any]:
             "type": "ClusterIP",
             "selector": selector_labels(plan.name),
             "ports": [
-                {
-                    "name": _port_name(port),
-                    "port": port,
-                    "targetPort": _port_name(port),
-                    "protocol": "TCP",
-                }
-                for port in plan.client_ports
+                {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+                for name, port in _client_ports(plan)
             ],
         },
     }
@@ -448,6 +471,16 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                         },
                     ]
                 },
+            }
+        )
+    for port, tls_secret in plan.tls_secrets:
+        container["volumeMounts"].append(
+            {"name": tls_volume_name(port), "mountPath": listener_tls_dir(port), "readOnly": True}
+        )
+        template["spec"]["volumes"].append(
+            {
+                "name": tls_volume_name(port),
+                "secret": {"secretName": tls_secret, "optional": False},
             }
         )
     if decl.pod_template:
