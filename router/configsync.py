@@ -58,7 +58,53 @@ class Gone(Exception):
     """The resourceVersion being watched from is too old: list again."""
 
 
-class ConfigMapWatcher:
+class ApiThread:
+    """A daemon thread that talks to the Kubernetes API for the router: what the ConfigMap
+    watch and the Pod reporter (router/podstatus.py) share. Every failed call is retried after
+    a jittered pause doubling from `initial_backoff` to `max_backoff`; `stop` cuts it short."""
+
+    def __init__(
+        self,
+        thread_name: str,
+        rand: Callable[[], float],
+        initial_backoff: float,
+        max_backoff: float,
+    ) -> None:
+        self.thread_name = thread_name
+        self.rand = rand
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def pause_after(self, error: Exception, event: str, **fields: Any) -> None:
+        """Log a failed call once and wait before the next try."""
+        self.failures += 1
+        delay = backoff_delay(self.failures, self.rand, self.initial_backoff, self.max_backoff)
+        log.warning(event, **fields, error=describe_error(error), retry_in=round(delay, 2))
+        self._stop.wait(delay)
+
+
+class ConfigMapWatcher(ApiThread):
     def __init__(
         self,
         namespace: str,
@@ -72,37 +118,15 @@ class ConfigMapWatcher:
         initial_backoff: float = INITIAL_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
     ) -> None:
+        super().__init__(f"configsync {name}", rand, initial_backoff, max_backoff)
         self.namespace = namespace
         self.name = name
         self.key = key
         self.deliver = deliver
         self.list_fn = list_fn
         self.watch_fn = watch_fn
-        self.rand = rand
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
         self.resource_version: str | None = None
-        self.failures = 0
         self._last: object = object()  # nothing delivered yet
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self.run, name=f"configsync {self.name}", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def run(self) -> None:
         while not self.stopped:
@@ -122,17 +146,7 @@ class ConfigMapWatcher:
                     log.info("configsync.relist", configmap=self.name)
                     self.resource_version = None
                     continue
-                self.failures += 1
-                delay = backoff_delay(
-                    self.failures, self.rand, self.initial_backoff, self.max_backoff
-                )
-                log.warning(
-                    "configsync.error",
-                    configmap=self.name,
-                    error=describe_error(e),
-                    retry_in=round(delay, 2),
-                )
-                self._stop.wait(delay)
+                self.pause_after(e, "configsync.error", configmap=self.name)
 
     def watch(self) -> None:
         """One watch request, until the API ends it; raises Gone for a 410."""

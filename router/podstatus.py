@@ -38,8 +38,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from router.configsync import INITIAL_BACKOFF, MAX_BACKOFF, describe_error
-from router.connector import backoff_delay
+from router.configsync import INITIAL_BACKOFF, MAX_BACKOFF, ApiThread
 from router.log import get_logger
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ def annotation_patch(value: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {ANNOTATION: value}}}
 
 
-class PodAnnotator:
+class PodAnnotator(ApiThread):
     """The thread that writes the annotation: `offer` the latest value from any thread (never
     blocks but for a lock held for an assignment); the thread sends it when it differs from what
     was last written."""
@@ -101,36 +100,19 @@ class PodAnnotator:
         initial_backoff: float = INITIAL_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
     ) -> None:
+        super().__init__(f"podstatus {pod}", rand, initial_backoff, max_backoff)
         self.namespace = namespace
         self.pod = pod
         self.patch_fn = patch_fn
         self.settle = settle
-        self.rand = rand
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
-        self.failures = 0
         self.written: str | None = None  # the value the Pod has, as far as we know
         self._wanted: str | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"podstatus {self.pod}", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        super().stop()
         self._wake.set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def offer(self, value: str) -> None:
         """The value the annotation should have now (called on the router's thread)."""
@@ -159,17 +141,7 @@ class PodAnnotator:
                     self.patch_fn = kube_patch_function(self.namespace, self.pod)
                 self.patch_fn(annotation_patch(wanted))
             except Exception as e:  # API, network, config: all retried after a pause
-                self.failures += 1
-                delay = backoff_delay(
-                    self.failures, self.rand, self.initial_backoff, self.max_backoff
-                )
-                log.warning(
-                    "podstatus.error",
-                    pod=self.pod,
-                    error=describe_error(e),
-                    retry_in=round(delay, 2),
-                )
-                self._stop.wait(delay)
+                self.pause_after(e, "podstatus.error", pod=self.pod)
                 continue
             self.failures = 0
             self.written = wanted

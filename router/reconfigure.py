@@ -121,17 +121,24 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     return changes
 
 
-def _ssl_profiles(router: Router, new: RouterConfig) -> list[str]:
-    """Only reported: the listeners and connectors that use a profile apply it."""
-    old = {p.name: p for p in router.config.sslProfiles}
-    now = {p.name: p for p in new.sslProfiles}
-    changes = [f"sslProfile -{name}" for name in old if name not in now]
+def _entity_changes(kind: str, old: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
+    """`<kind> -key` for each entry gone, `+key` for each new one, `~key` for each changed."""
+    changes = [f"{kind} -{key}" for key in old if key not in now]
     changes += [
-        f"sslProfile {'~' if name in old else '+'}{name}"
-        for name, p in now.items()
-        if old.get(name) != p
+        f"{kind} {'~' if key in old else '+'}{key}"
+        for key, entry in now.items()
+        if old.get(key) != entry
     ]
     return changes
+
+
+def _ssl_profiles(router: Router, new: RouterConfig) -> list[str]:
+    """Only reported: the listeners and connectors that use a profile apply it."""
+    return _entity_changes(
+        "sslProfile",
+        {p.name: p for p in router.config.sslProfiles},
+        {p.name: p for p in new.sslProfiles},
+    )
 
 
 def _addresses(router: Router, new: RouterConfig, table: AddressTable) -> list[str]:
@@ -150,14 +157,11 @@ def _addresses(router: Router, new: RouterConfig, table: AddressTable) -> list[s
 
 
 def _link_routes(router: Router, new: RouterConfig) -> list[str]:
-    old = {r.key: r for r in router.config.linkRoutes}
-    now = {r.key: r for r in new.linkRoutes}
-    changes = [f"linkRoute -{key}" for key in old if key not in now]
-    changes += [
-        f"linkRoute {'~' if key in old else '+'}{key}"
-        for key, r in now.items()
-        if old.get(key) != r
-    ]
+    changes = _entity_changes(
+        "linkRoute",
+        {r.key: r for r in router.config.linkRoutes},
+        {r.key: r for r in new.linkRoutes},
+    )
     if changes:
         router.linkrouter.set_table(link_route_table(new))
     return changes
