@@ -83,8 +83,40 @@ def test_a_link_route_over_tls_is_refused_before_anything_runs(tmp_path: Path) -
         )
     [line] = caught.value.lines
     assert line.startswith(f"{tmp_path / 'linkroutes.yaml'}: LinkRoute 'vault': ")
-    assert "does not set up TLS for LinkRoute connections yet" in line
-    assert "in clear text" in line
+    assert "spec.connection.tlsSecret: Secret 'vault-tls' is not available to local" in line
+    assert "vault:5672 is not dialled in clear text instead" in line
+
+
+def test_a_link_route_with_credentials_is_refused_locally_not_dialled_anonymously(
+    tmp_path: Path,
+) -> None:
+    """On Kubernetes the interior pods mount both Secrets; locally there are none."""
+    with pytest.raises(InvalidInput) as caught:
+        planned(
+            tmp_path,
+            """\
+            apiVersion: routernet.io/v1alpha1
+            kind: LinkRoute
+            metadata: {name: vault}
+            spec:
+              prefix: vault
+              connection: {host: vault, port: 5671, tlsSecret: ca, saslSecret: login}
+            """,
+        )
+    tls, sasl = caught.value.lines
+    assert "spec.connection.tlsSecret: Secret 'ca' is not available" in tls
+    assert "spec.connection.saslSecret: Secret 'login' is not available" in sasl
+    assert "vault:5671 is not dialled anonymously instead" in sasl
+
+
+def test_the_link_route_tls_example_is_for_kubernetes_only() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        plan_files([str(EXAMPLES), str(EXAMPLES / "linkroute-tls")])
+    lines = caught.value.lines
+    assert [line.split(": ")[2] for line in lines] == [
+        "spec.connection.tlsSecret",
+        "spec.connection.saslSecret",
+    ]
 
 
 def test_a_tls_listener_is_refused_locally_not_served_in_clear(tmp_path: Path) -> None:

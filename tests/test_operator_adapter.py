@@ -59,10 +59,10 @@ def test_an_applied_link_route_is_ready_with_its_generation() -> None:
     ("problems", "application", "reason", "words"),
     [
         (
-            [Problem("LinkRoute", "db", "TLSNotSupported", "no TLS yet")],
+            [Problem("LinkRoute", "db", "Invalid", "connection.host: not a host")],
             Application("default", ("core",)),
-            "TLSNotSupported",
-            "no TLS yet",
+            "Invalid",
+            "not a host",
         ),
         (
             [Problem("LinkRoute", "db", "Conflict", "already declared by LinkRoute 'a'")],
@@ -123,6 +123,23 @@ def test_a_frozen_link_route_is_its_record() -> None:
         generation=1,
     )
     assert adapter.frozen_link_route_decl(parsed, "blue", {"prefix": "a", "what": 1}) is None
+    # A connection's Secrets are part of what was applied: they stay mounted while paused.
+    secure = {"host": "b", "port": 5671, "tlsSecret": "ca", "saslSecret": "login"}
+    decl = adapter.frozen_link_route_decl(parsed, "blue", {"prefix": "s", "connection": secure})
+    assert decl is not None
+    assert decl.connection == LinkRouteConnectionDecl("b", 5671, "ca", "login")
+
+
+def test_an_applied_link_route_with_secrets_says_where_they_are() -> None:
+    spec = {"prefix": "s", "connection": {"host": "b", "tlsSecret": "ca", "saslSecret": "login"}}
+    parsed = adapter.parse("LinkRoute", body("LinkRoute", "s", spec))
+    status = adapter.link_route_status(parsed, [], Application("default", ("core",)), now=NOW)
+    value, reason, message, _ = ready(status)
+    assert (value, reason) == ("True", "Applied")
+    assert message.endswith(
+        "(Routers core); its Secrets 'ca', 'login' are mounted on the interior pods"
+        " (which roll for them)"
+    )
 
 
 # --- the reconciler, on a fake API that keeps what is applied ------------------------------------
@@ -176,13 +193,21 @@ def test_link_routes_are_applied_and_conflicts_reported() -> None:
     reconcile_namespace(snapshot, api, OperatorConfig())
     assert ready_of(api, "LinkRoute/first") == ("True", "Applied")
     assert ready_of(api, "LinkRoute/second") == ("False", "Conflict")
-    assert ready_of(api, "LinkRoute/sasl") == ("False", "SASLNotSupported")
+    assert ready_of(api, "LinkRoute/sasl") == ("True", "Applied")
     for router, pod in (("core", "core-0"), ("leaf", "leaf-0")):
         routes = api.pod_config(router, pod)["linkRoutes"]
-        assert [(r["direction"], r["containerId"]) for r in routes] == [
+        assert [(r["direction"], r.get("containerId")) for r in routes] == [
             ("in", "broker"),
             ("out", "broker"),
+            ("in", None),
+            ("out", None),
         ]
+    [connector] = api.pod_config("core", "core-0")["connectors"]
+    assert connector["saslPassword"] == "file:/etc/routernet-linkroute/sasl/sasl/password"
+    volumes = api.objects["StatefulSet", "core"]["spec"]["template"]["spec"]["volumes"]
+    assert volumes[-1]["secret"]["secretName"] == "login"
+    leaf = api.objects["StatefulSet", "leaf"]["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in leaf] == ["config"]
     # Nobody paused: no ConfigMap was read back.
     assert api.gets == []
 
@@ -220,3 +245,31 @@ def test_a_paused_link_route_stays_as_applied_and_one_never_applied_stays_out() 
     assert [r["prefix"] for r in config["linkRoutes"]] == ["z", "z"]
     assert "connectors" not in config
     assert ready_of(api, "LinkRoute/q") == ("True", "Applied")
+
+
+def test_a_paused_link_route_keeps_its_secrets_mounted() -> None:
+    """Its record names its Secrets: folded again from it, the pods keep their mounts (no
+    roll while paused, whatever the spec now says)."""
+    api = StoreApi()
+    spec = {"prefix": "q", "connection": {"host": "b", "tlsSecret": "ca", "saslSecret": "login"}}
+    reconcile_namespace(
+        Snapshot(NS, routers=ROUTERS, link_routes=(body("LinkRoute", "q", spec),)),
+        api,
+        OperatorConfig(),
+    )
+    assert ready_of(api, "LinkRoute/q") == ("True", "Applied")
+    template = api.objects["StatefulSet", "core"]["spec"]["template"]
+    assert [v["name"] for v in template["spec"]["volumes"]] == [
+        "config",
+        "lr-tls-q",
+        "lr-sasl-q",
+    ]
+    config = api.pod_config("core", "core-0")
+
+    changed = body("LinkRoute", "q", {"prefix": "q", "connection": {"host": "b"}}, 2, paused=True)
+    changed["status"] = api.statuses["LinkRoute/q"]
+    reconcile_namespace(
+        Snapshot(NS, routers=ROUTERS, link_routes=(changed,)), api, OperatorConfig()
+    )
+    assert api.objects["StatefulSet", "core"]["spec"]["template"] == template
+    assert api.pod_config("core", "core-0") == config

@@ -583,12 +583,6 @@ async def test_link_routes_reach_every_router_and_say_so(cluster: Cluster) -> No
         "db",
         {"prefix": "db", "direction": "in", "connection": {"host": "broker.msg.svc"}},
     )
-    await create(
-        cluster,
-        "linkroutes",
-        "secure",
-        {"prefix": "vault", "connection": {"host": "vault", "tlsSecret": "vault-tls"}},
-    )
     async with operator():
         db = await eventually(lambda: reconciled(cluster, "linkroutes", "db"))
         ready = condition(db, READY)
@@ -598,17 +592,11 @@ async def test_link_routes_reach_every_router_and_say_so(cluster: Cluster) -> No
             1,
         )
         assert "hub, leaf" in ready["message"]
-        secure = await eventually(lambda: reconciled(cluster, "linkroutes", "secure"))
-        assert (condition(secure, READY)["status"], condition(secure, READY)["reason"]) == (
-            "False",
-            "TLSNotSupported",
-        )
         entry = {"prefix": "db", "direction": "in", "connection": "linkroute/db"}
         for router, pods in (("hub", ["hub-0", "hub-1"]), ("leaf", ["leaf-0"])):
             configs = pod_configs(cluster, router)
             for pod in pods:
                 assert configs[pod]["linkRoutes"] == [entry]
-                assert "vault" not in json.dumps(configs[pod])
         connector = pod_configs(cluster, "hub")["hub-0"]["connectors"][-1]
         assert connector == {
             "name": "linkroute/db",
@@ -656,6 +644,95 @@ async def test_link_routes_reach_every_router_and_say_so(cluster: Cluster) -> No
             assert "linkRoutes" not in config and "connectors" not in config
 
         await eventually(removed)
+
+
+@pytest.mark.asyncio
+async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
+    cluster: Cluster,
+) -> None:
+    await create(cluster, "routers", "hub", {"replicas": 2})
+    await create(cluster, "routers", "leaf", {"replicas": 1, "role": "edge"})
+    async with operator():
+        await eventually(lambda: reconciled(cluster, "routers", "hub"))
+        await eventually(lambda: reconciled(cluster, "routers", "leaf"))
+        hub_before = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+        leaf_before = get(cluster, "apps/v1/statefulsets", "leaf")["spec"]["template"]
+
+        connection = {
+            "host": "vault.msg.svc",
+            "port": 5671,
+            "tlsSecret": "vault-ca",
+            "saslSecret": "vault-login",
+        }
+        await create(cluster, "linkroutes", "vault", {"prefix": "vault", "connection": connection})
+        vault = await eventually(lambda: reconciled(cluster, "linkroutes", "vault"))
+        ready = condition(vault, READY)
+        assert (ready["status"], ready["reason"]) == ("True", "Applied")
+        assert "mounted on the interior pods" in ready["message"]
+
+        def mounted() -> dict[str, Any]:
+            template = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+            assert template != hub_before
+            return template
+
+        template = await eventually(mounted)
+        volumes = {v["name"]: v["secret"] for v in template["spec"]["volumes"] if "secret" in v}
+        assert volumes == {
+            "lr-tls-vault": {
+                "secretName": "vault-ca",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                "optional": False,
+            },
+            "lr-sasl-vault": {
+                "secretName": "vault-login",
+                "items": [
+                    {"key": "username", "path": "username"},
+                    {"key": "password", "path": "password"},
+                ],
+                "optional": False,
+            },
+        }
+        mounts = template["spec"]["containers"][0]["volumeMounts"]
+        assert {
+            "name": "lr-tls-vault",
+            "mountPath": "/etc/routernet-linkroute/vault/tls",
+            "readOnly": True,
+        } in mounts
+        assert template["metadata"]["annotations"] == hub_before["metadata"]["annotations"]
+        for config in pod_configs(cluster, "hub").values():
+            assert config["sslProfiles"] == [
+                {
+                    "name": "linkroute-vault",
+                    "caCertFile": "/etc/routernet-linkroute/vault/tls/ca.crt",
+                }
+            ]
+            assert config["connectors"][-1] == {
+                "name": "linkroute/vault",
+                "host": "vault.msg.svc",
+                "port": 5671,
+                "role": "route-container",
+                "saslMechanisms": ["PLAIN"],
+                "saslUsername": "file:/etc/routernet-linkroute/vault/sasl/username",
+                "saslPassword": "file:/etc/routernet-linkroute/vault/sasl/password",
+                "sslProfile": "linkroute-vault",
+            }
+        # The edge passes the links up: entries only, its pods unchanged.
+        leaf = pod_configs(cluster, "leaf")["leaf-0"]
+        assert [r["connection"] for r in leaf["linkRoutes"]] == ["linkroute/vault"] * 2
+        assert "sslProfiles" not in leaf
+        assert get(cluster, "apps/v1/statefulsets", "leaf")["spec"]["template"] == leaf_before
+
+        # Deleted: the mounts go with it (another roll), the configs lose it.
+        await call(cluster, "DELETE", path("linkroutes", "vault"))
+
+        def unmounted() -> None:
+            template = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
+            assert template == hub_before
+            assert "sslProfiles" not in pod_configs(cluster, "hub")["hub-0"]
+
+        await eventually(unmounted)
+    # The operator mounts the Secrets; it never reads them (it has no RBAC for Secrets).
+    assert not requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT", "DELETE")
 
 
 # --- invalid input -------------------------------------------------------------------------------

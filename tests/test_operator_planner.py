@@ -22,7 +22,7 @@ from router_operator.planner import (
     plan_namespace,
 )
 
-from router.config import ConfigError, RouterConfig, validate_config
+from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
 
 NS = "msg"
 
@@ -778,39 +778,121 @@ def test_one_direction_each_is_no_conflict_but_both_against_one_is() -> None:
     assert [(r.direction, r.containerId) for r in entries] == [("in", "a"), ("out", "b")]
 
 
-@pytest.mark.parametrize(
-    ("connection", "reason", "words"),
-    [
-        (
-            LinkRouteConnectionDecl("b", tls_secret="b-tls"),
-            "TLSNotSupported",
-            "does not set up TLS for LinkRoute connections",
-        ),
-        (LinkRouteConnectionDecl("b", sasl_secret="b-login"), "SASLNotSupported", "saslSecret"),
-        (
-            LinkRouteConnectionDecl("b", tls_secret="b-tls", sasl_secret="b-login"),
-            "TLSNotSupported",
-            "clear text",
-        ),
-    ],
-)
-def test_a_connection_the_router_cannot_open_safely_is_refused_whole(
-    connection: LinkRouteConnectionDecl, reason: str, words: str
-) -> None:
-    plan = link_route_plan(
-        [
-            LinkRouteDecl("secure", prefix="q", connection=connection, creation_timestamp="1"),
-            LinkRouteDecl("later", prefix="q", container_id="c", creation_timestamp="2"),
-        ]
+def secure_plan(connection: LinkRouteConnectionDecl, name: str = "vault") -> NamespacePlan:
+    """Two interiors and an edge, with one LinkRoute dialling ``connection``; validated with
+    the router's model minus its file checks, as the planner does (the files are mounted in
+    the pods, not here)."""
+    plan = plan_namespace(
+        NS,
+        [interior("core", 2, link_capacity=100), edge("leaf", 1)],
+        link_routes=[LinkRouteDecl(name, prefix="vault", connection=connection)],
     )
-    [problem] = plan.problems
-    assert (problem.kind, problem.name, problem.reason) == ("LinkRoute", "secure", reason)
-    assert words in problem.message
-    # Nothing of it anywhere (no connector, no entries), and it claims nothing.
-    for cfg in configs(plan).values():
-        assert "linkroute/secure" not in cfg.model_dump_json()
-        assert [r.containerId for r in cfg.linkRoutes] == ["c", "c"]
-    assert [lr.name for lr in plan.networks["default"].link_routes] == ["later"]
+    assert plan.problems == ()
+    for pod in plan.pods().values():
+        assert pod.config is not None
+        dumped = pod.config.model_dump(mode="json", exclude_defaults=True)
+        assert RouterConfig.model_validate(dumped, context={FILES_CONTEXT_KEY: False}) == (
+            pod.config
+        )
+    return plan
+
+
+def test_a_connection_with_a_ca_and_credentials_dials_with_tls_and_plain() -> None:
+    connection = LinkRouteConnectionDecl(
+        "vault.msg.svc", 5671, tls_secret="vault-ca", sasl_secret="vault-login"
+    )
+    plan = secure_plan(connection)
+    for name in ("core-0", "core-1"):
+        cfg = configs(plan)[name]
+        assert [p.model_dump(exclude_defaults=True) for p in cfg.sslProfiles] == [
+            {"name": "linkroute-vault", "caCertFile": "/etc/routernet-linkroute/vault/tls/ca.crt"}
+        ]
+        [connector] = [c for c in cfg.connectors if c.role == "route-container"]
+        assert connector.model_dump(exclude_defaults=True) == {
+            "name": "linkroute/vault",
+            "host": "vault.msg.svc",
+            "port": 5671,
+            "role": "route-container",
+            "linkCapacity": 100,
+            "sslProfile": "linkroute-vault",
+            "saslMechanisms": ["PLAIN"],
+            "saslUsername": "file:/etc/routernet-linkroute/vault/sasl/username",
+            "saslPassword": "file:/etc/routernet-linkroute/vault/sasl/password",
+        }
+        assert connector.verifyHostname is True  # the host is the Service's DNS name
+        assert [r.connection for r in cfg.linkRoutes] == ["linkroute/vault"] * 2
+        # The router itself refuses it where the CA file is not (here): it is the pod's.
+        dumped = cfg.model_dump(mode="json", exclude_defaults=True)
+        with pytest.raises(ConfigError, match=r"ca\.crt' does not exist"):
+            validate_config(dumped)
+    # Edges: the entries alone (their interior dials the broker), no profile, nothing to mount.
+    leaf = configs(plan)["leaf-0"]
+    assert leaf.sslProfiles == [] and all(c.role == "edge" for c in leaf.connectors)
+    assert [r.connection for r in leaf.linkRoutes] == ["linkroute/vault"] * 2
+    assert plan.router("leaf").link_route_secrets == ()
+    mounts = plan.router("core").link_route_secrets
+    assert [(m.kind, m.secret, m.path, m.keys) for m in mounts] == [
+        ("tls", "vault-ca", "/etc/routernet-linkroute/vault/tls", ("ca.crt",)),
+        ("sasl", "vault-login", "/etc/routernet-linkroute/vault/sasl", ("username", "password")),
+    ]
+
+
+def test_a_connection_with_credentials_alone_logs_in_without_tls() -> None:
+    plan = secure_plan(LinkRouteConnectionDecl("vault", sasl_secret="vault-login"))
+    cfg = configs(plan)["core-0"]
+    assert cfg.sslProfiles == []
+    [connector] = [c for c in cfg.connectors if c.role == "route-container"]
+    assert (connector.sslProfile, connector.saslMechanisms) == (None, ["PLAIN"])
+    assert connector.saslPassword == "file:/etc/routernet-linkroute/vault/sasl/password"
+    # The credentials are read on every connection attempt, not when the config is loaded.
+    validate_config(cfg.model_dump(mode="json", exclude_defaults=True))
+    assert [m.kind for m in plan.router("core").link_route_secrets] == ["sasl"]
+
+
+def test_a_connection_with_a_ca_alone_dials_tls_anonymously() -> None:
+    plan = secure_plan(LinkRouteConnectionDecl("vault", tls_secret="vault-ca"))
+    [connector] = [c for c in configs(plan)["core-0"].connectors if c.role == "route-container"]
+    assert (connector.sslProfile, connector.saslMechanisms) == ("linkroute-vault", ["ANONYMOUS"])
+    assert connector.saslUsername is None
+    assert [m.kind for m in plan.router("core").link_route_secrets] == ["tls"]
+
+
+def test_listener_and_link_route_profiles_live_side_by_side() -> None:
+    plan = plan_namespace(
+        NS,
+        [interior("core", 1, listeners=(ListenerDecl(port=5671, tls_secret="core-tls"),))],
+        link_routes=[
+            LinkRouteDecl("z", prefix="z", connection=LinkRouteConnectionDecl("z", tls_secret="c")),
+            LinkRouteDecl("a", prefix="a", connection=LinkRouteConnectionDecl("a", tls_secret="c")),
+        ],
+    )
+    assert plan.problems == ()
+    assert [p.name for p in configs(plan)["core-0"].sslProfiles] == [
+        "listener-5671",
+        "linkroute-a",
+        "linkroute-z",
+    ]
+
+
+def test_a_refused_connection_mounts_nothing() -> None:
+    """A LinkRoute that loses a conflict is in no config, and no pod mounts its Secrets."""
+    plan = plan_namespace(
+        NS,
+        [interior("core", 1)],
+        link_routes=[
+            LinkRouteDecl("first", prefix="q", container_id="c", creation_timestamp="1"),
+            LinkRouteDecl(
+                "second",
+                prefix="q",
+                connection=LinkRouteConnectionDecl("b", tls_secret="b-ca", sasl_secret="b-login"),
+                creation_timestamp="2",
+            ),
+        ],
+    )
+    assert [(p.name, p.reason) for p in plan.problems] == [("second", "Conflict")]
+    assert plan.router("core").link_route_secrets == ()
+    cfg = configs(plan)["core-0"]
+    assert cfg.sslProfiles == [] and "linkroute/second" not in cfg.model_dump_json()
 
 
 def test_link_route_changes_are_live_config_changes() -> None:
@@ -849,3 +931,11 @@ def test_link_route_record_is_its_spec_as_applied() -> None:
         "a": {"prefix": "q", "direction": "both", "containerId": "c"},
         "b": {"pattern": "p.*", "direction": "out", "connection": {"host": "h", "port": 1}},
     }
+    secure = secure_plan(LinkRouteConnectionDecl("h", 1, tls_secret="ca", sasl_secret="login"))
+    assert [lr.record() for lr in secure.router("core").link_routes] == [
+        {
+            "prefix": "vault",
+            "direction": "both",
+            "connection": {"host": "h", "port": 1, "tlsSecret": "ca", "saslSecret": "login"},
+        }
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from router_operator.render import (
     MAX_CONFIG_MAP_BYTES,
     RenderError,
     config_map_data,
+    link_route_volume_name,
     merge,
     render_router,
     render_stateful_set,
@@ -35,7 +37,8 @@ from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate
 from router.configsync import api_functions
 
 NS = "msg"
-EXAMPLE_TLS = Path(__file__).resolve().parent.parent / "examples" / "tls" / "router.yaml"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLE_TLS = EXAMPLES / "tls" / "router.yaml"
 VERSIONS = ["1.30", kubernetes_validate.latest_version()]
 
 
@@ -614,3 +617,162 @@ def test_a_config_map_over_the_limit_is_refused() -> None:
 def test_render_stateful_set_alone_matches_render_router() -> None:
     p = plan()
     assert statefulset(p, "leaf") == render_stateful_set(p.router("leaf"))
+
+
+# --- LinkRoute connections with Secrets ----------------------------------------------------------
+
+SECURE = LinkRouteDecl(
+    "vault",
+    prefix="vault",
+    connection=LinkRouteConnectionDecl(
+        "vault.msg.svc", 5671, tls_secret="vault-ca", sasl_secret="vault-login"
+    ),
+)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_link_route_secrets_are_mounted_on_interior_pods_only(version: str) -> None:
+    base = plan()
+    p = plan_namespace(NS, decls(), link_routes=[*LINK_ROUTES, SECURE])
+    for name in ("core", "leaf"):
+        for obj in render_router(p.router(name)):
+            kubernetes_validate.validate(obj, version, strict=True)
+    objs = objects(p, "core")
+    pod = objs["StatefulSet/core"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["lr-tls-vault"] == {
+        "name": "lr-tls-vault",
+        "secret": {
+            "secretName": "vault-ca",
+            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+            "optional": False,
+        },
+    }
+    assert volumes["lr-sasl-vault"]["secret"] == {
+        "secretName": "vault-login",
+        "items": [{"key": "username", "path": "username"}, {"key": "password", "path": "password"}],
+        "optional": False,
+    }
+    assert list(volumes) == ["config", "lr-tls-vault", "lr-sasl-vault"]  # "db" has no Secrets
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert mounts[1:] == [
+        {
+            "name": "lr-tls-vault",
+            "mountPath": "/etc/routernet-linkroute/vault/tls",
+            "readOnly": True,
+        },
+        {
+            "name": "lr-sasl-vault",
+            "mountPath": "/etc/routernet-linkroute/vault/sasl",
+            "readOnly": True,
+        },
+    ]
+    # The configs name the mounted files; the router refuses them where they are not.
+    data = objs["ConfigMap/core-config"]["data"]
+    for i in range(3):
+        raw = json.loads(data[f"core-{i}.json"])
+        assert raw["sslProfiles"] == [
+            {"name": "linkroute-vault", "caCertFile": "/etc/routernet-linkroute/vault/tls/ca.crt"}
+        ]
+        connector = next(c for c in raw["connectors"] if c["name"] == "linkroute/vault")
+        assert connector["sslProfile"] == "linkroute-vault"
+        assert connector["saslUsername"] == "file:/etc/routernet-linkroute/vault/sasl/username"
+        loaded = RouterConfig.model_validate(raw, context={FILES_CONTEXT_KEY: False})
+        assert loaded == p.pods()[f"core-{i}"].config
+        with pytest.raises(ConfigError, match="does not exist"):
+            validate_config(raw)
+    assert json.loads(data[LINK_ROUTES_KEY])["vault"]["connection"] == {
+        "host": "vault.msg.svc",
+        "port": 5671,
+        "tlsSecret": "vault-ca",
+        "saslSecret": "vault-login",
+    }
+    # Edges dial no broker: the entries in their configs, nothing mounted, no restart.
+    assert (
+        statefulset(p, "leaf")["spec"]["template"] == statefulset(base, "leaf")["spec"]["template"]
+    )
+    for key, text in objects(p, "leaf")["ConfigMap/leaf-config"]["data"].items():
+        if key.endswith(".json"):
+            raw = json.loads(text)
+            assert "sslProfiles" not in raw and "vault" in json.dumps(raw["linkRoutes"])
+            validate_config(raw)
+
+
+def test_adding_a_link_route_with_secrets_rolls_the_interiors_not_the_digest() -> None:
+    """A volume cannot be added to a running pod; LinkRoutes without Secrets stay live."""
+    base = statefulset(plan(), "core")["spec"]["template"]
+    plain = statefulset(plan_namespace(NS, decls(), link_routes=LINK_ROUTES), "core")
+    assert plain["spec"]["template"] == base
+    for connection in (
+        LinkRouteConnectionDecl("vault", tls_secret="vault-ca"),
+        LinkRouteConnectionDecl("vault", sasl_secret="vault-login"),
+    ):
+        route = LinkRouteDecl("vault", prefix="vault", connection=connection)
+        after = statefulset(plan_namespace(NS, decls(), link_routes=[route]), "core")
+        template = after["spec"]["template"]
+        assert template != base
+        assert template["metadata"]["annotations"] == base["metadata"]["annotations"]
+        assert len(template["spec"]["volumes"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "tls"),
+    [
+        ("vault", "lr-tls-vault"),
+        ("a" * 56, "lr-tls-" + "a" * 56),
+        ("a" * 57, None),
+        ("broker.messaging.example", None),
+        ("x" + "-y.z" * 63, None),
+    ],
+)
+def test_link_route_volume_names_are_dns_labels(name: str, tls: str | None) -> None:
+    names = [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    for volume in names:
+        assert len(volume) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", volume)
+    assert names[0] != names[1]
+    assert names == [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    if tls is not None:
+        assert names[0] == tls
+    else:
+        assert names[0].startswith("lrh-tls-") and names[1].startswith("lrh-sasl-")
+    # In a pod: the API's rules on volume names and mount paths hold, names stay apart.
+    route = LinkRouteDecl(
+        name, prefix="q", connection=LinkRouteConnectionDecl("b", tls_secret="c", sasl_secret="l")
+    )
+    sts = statefulset(plan_namespace(NS, decls(), link_routes=[route]), "core")
+    kubernetes_validate.validate(sts, "1.30", strict=True)
+    volumes = [v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]]
+    assert volumes == ["config", *names]
+    paths = [
+        m["mountPath"] for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    ]
+    assert paths[1:] == [
+        f"/etc/routernet-linkroute/{name}/tls",
+        f"/etc/routernet-linkroute/{name}/sasl",
+    ]
+
+
+def test_long_link_route_names_that_share_a_start_get_distinct_volumes() -> None:
+    first, second = "q" * 60 + "-one", "q" * 60 + "-two"
+    assert link_route_volume_name(first, "tls") != link_route_volume_name(second, "tls")
+
+
+def test_the_link_route_tls_example_renders_valid_objects() -> None:
+    routers = list(yaml.safe_load_all((EXAMPLES / "routers.yaml").read_text()))
+    (route,) = yaml.safe_load_all((EXAMPLES / "linkroute-tls" / "broker.yaml").read_text())
+    decls_ = []
+    for doc in routers:
+        doc["metadata"].update(namespace=NS, uid=f"uid-{doc['metadata']['name']}")
+        decls_.append(adapter.router_decl(adapter.parse("Router", doc), "routernet/router:test"))
+    route["metadata"].update(namespace=NS)
+    link_route = adapter.link_route_decl(adapter.parse("LinkRoute", route))
+    p = plan_namespace(NS, decls_, link_routes=[link_route])
+    assert p.problems == ()
+    for name in ("core", "edge"):
+        for obj in render_router(p.router(name)):
+            kubernetes_validate.validate(obj, "1.30", strict=True)
+    volumes = statefulset(p, "core")["spec"]["template"]["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["config", "lr-tls-broker", "lr-sasl-broker"]
+    assert [v["name"] for v in statefulset(p, "edge")["spec"]["template"]["spec"]["volumes"]] == [
+        "config"
+    ]

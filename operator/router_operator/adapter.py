@@ -299,7 +299,12 @@ def frozen_link_route_decl(
         return None
     connection = None
     if spec.connection is not None:
-        connection = LinkRouteConnectionDecl(host=spec.connection.host, port=spec.connection.port)
+        connection = LinkRouteConnectionDecl(
+            host=spec.connection.host,
+            port=spec.connection.port,
+            tls_secret=spec.connection.tlsSecret,
+            sasl_secret=spec.connection.saslSecret,
+        )
     return LinkRouteDecl(
         name=parsed.name,
         prefix=spec.prefix,
@@ -502,10 +507,19 @@ def link_route_status(
 ) -> LinkRouteStatus:
     """As an Address's: Ready True only when every Router of the network has this LinkRoute's
     entries (and, on interiors, its connector) in its configuration. A LinkRoute the planner
-    refused (conflict, TLS or credentials the router cannot use yet) is in none."""
+    refused (a conflict, an invalid connection) is in none. Applied says where a connection's
+    Secrets are: mounted on the interior pods, which the StatefulSets roll to get them."""
     status = _start(parsed)
     assert isinstance(status, LinkRouteStatus)
-    _set_applied(status, parsed, problems, application, now)
+    note = ""
+    model = parsed.model
+    if isinstance(model, LinkRoute) and model.spec.connection is not None:
+        connection = model.spec.connection
+        secrets = [s for s in (connection.tlsSecret, connection.saslSecret) if s is not None]
+        if secrets:
+            named = ", ".join(repr(s) for s in secrets)
+            note = f"; its Secrets {named} are mounted on the interior pods (which roll for them)"
+    _set_applied(status, parsed, problems, application, now, note)
     return status
 
 
@@ -515,8 +529,10 @@ def _set_applied(
     problems: Iterable[Problem],
     application: Application,
     now: datetime | None,
+    note: str = "",
 ) -> None:
-    """Ready of an object folded into every router of its network (Address, LinkRoute)."""
+    """Ready of an object folded into every router of its network (Address, LinkRoute);
+    ``note`` ends the Applied message."""
     if parsed.paused:
         _set_paused(status, parsed.kind, now)
         return
@@ -544,7 +560,7 @@ def _set_applied(
         reason, value = "Applied", "True"
         message = (
             f"in the configuration of every router of network {net!r}"
-            f" (Routers {', '.join(application.applied)})"
+            f" (Routers {', '.join(application.applied)}){note}"
         )
     status.set_condition(READY, value, reason, message, observed_generation=gen, now=now)
 

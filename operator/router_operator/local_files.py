@@ -10,8 +10,9 @@ object and the field (`InvalidInput`). On top of the models' rules:
 - conflicts (two Addresses claiming one prefix): the planner lets the older object win, as on
   Kubernetes; here an object is as old as the first ``up`` that applied it, so a newcomer never
   changes what running routers do, and is reported rather than silently left out;
-- what only Kubernetes provides: a listener's Secrets (PLAIN users, TLS) are refused (a
-  LinkRoute's, by the planner, as on Kubernetes).
+- what only Kubernetes provides: Secrets (a listener's PLAIN users and TLS certificate, a
+  LinkRoute connection's CA and credentials) are refused, never replaced by clear text or
+  anonymous connections: the pods of a cluster mount them, local routers have nothing to read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import yaml
 
 from router.config import UniqueKeyLoader
 from router_operator import adapter
-from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, Router
+from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, LinkRoute, Router
 from router_operator.planner import NamespacePlan, plan_namespace
 
 DEFAULT_NAMESPACE = "default"
@@ -238,6 +239,23 @@ def check_local(declared: Sequence[Declared]) -> list[str]:
                         " (no Kubernetes here), and the listener is not served in clear text"
                         " instead; leave tlsSecret out locally"
                     )
+        if isinstance(model, LinkRoute) and model.spec.connection is not None:
+            connection = model.spec.connection
+            target = f"{connection.host}:{connection.port}"
+            if connection.tlsSecret is not None:
+                problems.append(
+                    f"{item.origin}: {item.label}: spec.connection.tlsSecret: Secret"
+                    f" {connection.tlsSecret!r} is not available to local routers (no"
+                    f" Kubernetes here), and {target} is not dialled in clear text instead;"
+                    " leave tlsSecret out locally (or reach the broker by containerId)"
+                )
+            if connection.saslSecret is not None:
+                problems.append(
+                    f"{item.origin}: {item.label}: spec.connection.saslSecret: Secret"
+                    f" {connection.saslSecret!r} is not available to local routers (no"
+                    f" Kubernetes here), and {target} is not dialled anonymously instead;"
+                    " leave saslSecret out locally"
+                )
     return problems
 
 

@@ -527,18 +527,24 @@ class LinkRouteConnection(_Spec):
     tlsSecret: SecretName | None = Field(
         default=None,
         description=(
-            "Connect with TLS, trusting the CA in this Secret's ca.crt (and presenting"
-            " tls.crt/tls.key when present). Not available yet: the operator does not set up"
-            " TLS for LinkRoute connections, and a LinkRoute naming one is not applied (Ready"
-            " False, TLSNotSupported)."
+            "A Secret in the LinkRoute's namespace whose key ca.crt (PEM) is the CA that signed"
+            " the broker's certificate: the routers connect with TLS only, verify the"
+            " certificate against it and check that it names host. No client certificate is"
+            " presented (tls.crt and tls.key are not used). The interior pods of the network"
+            " mount it (a pod waits, FailedMount, while the Secret or its ca.crt is missing);"
+            " adding or removing it restarts them (rolling), and a renewed CA is used from"
+            " their next restart. Not available to local routers (routernet up)."
         ),
     )
     saslSecret: SecretName | None = Field(
         default=None,
         description=(
-            "A kubernetes.io/basic-auth Secret (username, password): log in with PLAIN. Not"
-            " available yet: a LinkRoute naming one is not applied (Ready False,"
-            " SASLNotSupported)."
+            "A kubernetes.io/basic-auth Secret (username, password) in the LinkRoute's"
+            " namespace: the routers log in with PLAIN (use it with tlsSecret, or the password"
+            " travels in clear text). The interior pods of the network mount it and read it on"
+            " every connection attempt, so a changed password needs no restart; adding or"
+            " removing it restarts them (rolling). Not available to local routers"
+            " (routernet up)."
         ),
     )
 
@@ -575,7 +581,10 @@ class LinkRouteSpec(_Spec):
     connection: LinkRouteConnection | None = Field(
         default=None,
         description=(
-            "A broker the routers connect to themselves. Exactly one of containerId or connection."
+            "A broker the interior routers connect to themselves (edges pass the links up to"
+            " them). Exactly one of containerId or connection. Applied live unless it names"
+            " Secrets (tlsSecret, saslSecret): those are mounted on the interior pods, so"
+            " adding, changing or removing such a LinkRoute restarts them one by one."
         ),
     )
 
@@ -794,7 +803,10 @@ class Address(CustomResource):
 
 
 class LinkRoute(CustomResource):
-    """Links for a family of addresses routed to a broker, on every router of a network."""
+    """Links for a family of addresses routed to a broker, on every router of a network.
+    Applied live, except that a connection with Secrets (tlsSecret, saslSecret) has them
+    mounted on the network's interior pods, which restart one by one when such a LinkRoute is
+    added, changed or removed."""
 
     kind_name: ClassVar[str] = "LinkRoute"
     plural: ClassVar[str] = "linkroutes"

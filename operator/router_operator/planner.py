@@ -27,9 +27,15 @@ Rules, and why:
   ``both`` is two entries, in and out), with the same conflict rule per prefix/pattern and
   direction. One naming a ``connection`` also puts a route-container connector
   ``linkroute/<name>`` on every interior router, and its entries name that connector; edges get
-  the entries alone (they pass link-routed attaches up to their interior). What the operator
-  cannot set up yet (TLS, credentials from a Secret) refuses the whole LinkRoute: never applied
-  half-way.
+  the entries alone (they pass link-routed attaches up to their interior). A connection's
+  Secrets are mounted into the interior pods (render), under
+  ``/etc/routernet-linkroute/<LinkRoute name>/``: ``tls/ca.crt`` is the caCertFile of the
+  connector's sslProfile ``linkroute-<name>`` (verifyHostname, the router's default: the host
+  is a Service's DNS name the broker's certificate must name), and ``sasl/username`` and
+  ``sasl/password`` are its PLAIN credentials as ``file:`` references, which the router reads
+  on every connection attempt. The operator never reads a Secret, so it cannot know whether a
+  TLS Secret also holds a client certificate: none is presented (tls.crt and tls.key are not
+  used).
 - A listener with a TLS Secret serves TLS only (``requireSsl``) with an sslProfile
   ``listener-<port>`` whose certFile and privateKeyFile are the Secret's tls.crt and tls.key,
   mounted at ``/etc/routernet-tls/<port>/`` (render). The files exist only in the pod, so configs
@@ -58,6 +64,7 @@ from router.config import (
     ConfigError,
     Connector,
     RouterConfig,
+    SslProfile,
 )
 from router.config import LinkRoute as RouterLinkRoute
 
@@ -93,6 +100,17 @@ that is missing would stop the router (its config is refused)."""
 LINK_ROUTE_CONNECTOR_PREFIX = "linkroute/"
 """Route-container connectors of LinkRoutes are ``linkroute/<LinkRoute name>``: deterministic, so
 config-sync diffs them by name, and apart from the ``inter-router/`` and ``edge/`` ones."""
+LINK_ROUTE_DIR = "/etc/routernet-linkroute"
+"""A LinkRoute connection's Secrets are mounted at ``<LINK_ROUTE_DIR>/<LinkRoute name>/tls/`` and
+``.../sasl/`` on every interior pod of its network (Secret volumes, see render)."""
+LINK_ROUTE_SSL_PROFILE_PREFIX = "linkroute-"
+"""The sslProfile of a LinkRoute connection is ``linkroute-<LinkRoute name>``; listeners' are
+``listener-<port>``."""
+CA_CERT_FILE = "ca.crt"
+"""The key of a LinkRoute connection's tlsSecret: the CA that signed the broker's certificate."""
+SASL_USERNAME_FILE = "username"
+SASL_PASSWORD_FILE = "password"
+"""The keys of a kubernetes.io/basic-auth Secret, a LinkRoute connection's saslSecret."""
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -272,6 +290,14 @@ class RouterPlan:
         return _sasl_users_secret(self.decl)
 
     @property
+    def link_route_secrets(self) -> tuple[SecretMount, ...]:
+        """The Secrets of the LinkRoute connections its pods dial, in LinkRoute order: what an
+        interior Router's pods mount (edges dial no broker, so they mount none)."""
+        if self.decl.role != "interior":
+            return ()
+        return tuple(mount for route in self.link_routes for mount in route.secret_mounts)
+
+    @property
     def endpoints(self) -> tuple[str, ...]:
         """The client Service's URLs, what applications connect to (for status): ``amqps://``
         for the TLS listeners, ``amqp://`` for the others."""
@@ -291,10 +317,22 @@ class FoldedAddress:
 
 
 @dataclass(frozen=True)
+class SecretMount:
+    """A Secret an interior pod mounts for a LinkRoute connection: ``keys`` of ``secret`` as
+    files of the directory ``path``."""
+
+    link_route: str
+    kind: Literal["tls", "sasl"]
+    secret: str
+    path: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LinkRoutePlan:
     """A LinkRoute as it is folded into the routers of its network: ``entries`` go into every
     router's linkRoutes, ``connector`` (connection routes only) into every interior's
-    connectors."""
+    connectors, with ``ssl_profile`` (a connection with a tlsSecret) into its sslProfiles."""
 
     name: str
     prefix: str | None
@@ -304,6 +342,26 @@ class LinkRoutePlan:
     connection: LinkRouteConnectionDecl | None
     entries: tuple[RouterLinkRoute, ...] = ()
     connector: Connector | None = None
+    ssl_profile: SslProfile | None = None
+
+    @property
+    def secret_mounts(self) -> tuple[SecretMount, ...]:
+        """What the interior pods mount for this LinkRoute's connection (its TLS, then its
+        SASL Secret): the files its sslProfile and connector name."""
+        connection = self.connection
+        if connection is None:
+            return ()
+        mounts = []
+        if connection.tls_secret is not None:
+            path = link_route_secret_dir(self.name, "tls")
+            mounts.append(
+                SecretMount(self.name, "tls", connection.tls_secret, path, (CA_CERT_FILE,))
+            )
+        if connection.sasl_secret is not None:
+            path = link_route_secret_dir(self.name, "sasl")
+            keys = (SASL_USERNAME_FILE, SASL_PASSWORD_FILE)
+            mounts.append(SecretMount(self.name, "sasl", connection.sasl_secret, path, keys))
+        return tuple(mounts)
 
     @property
     def key(self) -> str:
@@ -325,7 +383,15 @@ class LinkRoutePlan:
         if self.container_id is not None:
             data["containerId"] = self.container_id
         if self.connection is not None:
-            data["connection"] = {"host": self.connection.host, "port": self.connection.port}
+            connection: dict[str, Any] = {
+                "host": self.connection.host,
+                "port": self.connection.port,
+            }
+            if self.connection.tls_secret is not None:
+                connection["tlsSecret"] = self.connection.tls_secret
+            if self.connection.sasl_secret is not None:
+                connection["saslSecret"] = self.connection.sasl_secret
+            data["connection"] = connection
         return data
 
 
@@ -426,6 +492,17 @@ def listener_ssl_profile_name(port: int) -> str:
 def listener_tls_dir(port: int) -> str:
     """Where the pod has the TLS Secret of the listener on ``port``."""
     return f"{TLS_DIR}/{port}"
+
+
+def link_route_ssl_profile_name(link_route: str) -> str:
+    """The sslProfile of a LinkRoute's connection (LinkRoute names are unique per namespace)."""
+    return f"{LINK_ROUTE_SSL_PROFILE_PREFIX}{link_route}"
+
+
+def link_route_secret_dir(link_route: str, kind: Literal["tls", "sasl"]) -> str:
+    """Where an interior pod has the tlsSecret or saslSecret of a LinkRoute's connection. A
+    LinkRoute's name is a DNS subdomain (the API server's rule), so a safe path component."""
+    return f"{LINK_ROUTE_DIR}/{link_route}/{kind}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -717,7 +794,7 @@ def _build_config(
         router["saslConfigName"] = SASL_CONFIG_NAME
     data = {
         "router": router,
-        "sslProfiles": _ssl_profiles(pod.router),
+        "sslProfiles": _ssl_profiles(pod.router) + _route_ssl_profiles(pod.router, routes),
         "listeners": _listener_entries(pod.router),
         "connectors": pod.connectors + _route_connectors(pod.router, routes),
         "addresses": [f.entry.model_dump(exclude_defaults=True) for f in folded],
@@ -729,6 +806,15 @@ def _build_config(
         message = str(ConfigError.from_validation(err, context=f"router {pod.name}: "))
         report("Router", pod.router.name, "InvalidConfig", message)
         return None
+
+
+def _route_ssl_profiles(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[dict[str, Any]]:
+    """The sslProfiles of the connectors of ``_route_connectors``: interiors only, whose pods
+    mount the files they name."""
+    if dialer.role != "interior":
+        return []
+    profiles = [r.ssl_profile.model_dump(exclude_defaults=True) for r in routes if r.ssl_profile]
+    return sorted(profiles, key=lambda profile: profile["name"])
 
 
 def _route_connectors(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[dict[str, Any]]:
@@ -808,11 +894,9 @@ def _plan_link_routes(routes: list[LinkRouteDecl], report: Report) -> list[LinkR
 
 def _link_route_plan(decl: LinkRouteDecl, report: Report) -> LinkRoutePlan | None:
     """The entries and connector of one LinkRoute, validated with the router's own models (so
-    a bad one is this LinkRoute's problem, never a Router's); None when it cannot be applied."""
-    refusal = _unsupported_connection(decl)
-    if refusal is not None:
-        report("LinkRoute", decl.name, *refusal)
-        return None
+    a bad one is this LinkRoute's problem, never a Router's); None when it cannot be applied.
+    The files its connector names (a mounted Secret's) are not checked here: they exist only in
+    the interior pods."""
     directions: tuple[Literal["in", "out"], ...] = (
         ("in", "out") if decl.direction == "both" else (decl.direction,)
     )
@@ -830,14 +914,16 @@ def _link_route_plan(decl: LinkRouteDecl, report: Report) -> LinkRoutePlan | Non
             )
             for direction in directions
         )
-        connector = None
+        connector = ssl_profile = None
         if decl.connection is not None:
+            ssl_profile, fields = _connection_security(decl.name, decl.connection)
             connector = Connector.model_validate(
                 {
                     "name": name,
                     "host": decl.connection.host,
                     "port": decl.connection.port,
                     "role": "route-container",
+                    **fields,
                 }
             )
     except ValidationError as err:
@@ -852,34 +938,36 @@ def _link_route_plan(decl: LinkRouteDecl, report: Report) -> LinkRoutePlan | Non
         decl.connection,
         entries,
         connector,
+        ssl_profile,
     )
 
 
-def _unsupported_connection(decl: LinkRouteDecl) -> tuple[str, str] | None:
-    """(reason, message) when the connection asks for what the operator cannot set up yet.
-    Refused rather than degraded: a connection meant to be encrypted or authenticated must not
-    be opened in clear text or anonymously."""
-    connection = decl.connection
-    if connection is None:
-        return None
-    target = f"{connection.host}:{connection.port}"
+def _connection_security(
+    name: str, connection: LinkRouteConnectionDecl
+) -> tuple[SslProfile | None, dict[str, Any]]:
+    """The sslProfile (tlsSecret) and the connector's TLS and SASL fields (tlsSecret,
+    saslSecret) of a LinkRoute connection, naming the files its Secrets are mounted as. TLS
+    verifies the broker's certificate against the Secret's ca.crt and its host name (the
+    router's default, said here all the same); PLAIN reads the credentials on every attempt,
+    so a changed saslSecret is used from the next connection without a restart."""
+    profile = None
+    fields: dict[str, Any] = {}
     if connection.tls_secret is not None:
-        return (
-            "TLSNotSupported",
-            f"connection.tlsSecret {connection.tls_secret!r}: the operator does not set up TLS"
-            f" for LinkRoute connections yet; refusing to connect to {target} in clear text, so"
-            " this LinkRoute is not applied",
+        profile = SslProfile.model_validate(
+            {
+                "name": link_route_ssl_profile_name(name),
+                "caCertFile": f"{link_route_secret_dir(name, 'tls')}/{CA_CERT_FILE}",
+            },
+            context={FILES_CONTEXT_KEY: False},
         )
+        fields["sslProfile"] = profile.name
+        fields["verifyHostname"] = True
     if connection.sasl_secret is not None:
-        return (
-            "SASLNotSupported",
-            f"connection.saslSecret {connection.sasl_secret!r}: logging in to a broker with"
-            " credentials from a Secret is not supported yet (the router takes the user name"
-            " from its configuration, which is kept in a ConfigMap), so this LinkRoute is not"
-            " applied; let the broker connect to a route-container listener instead and match"
-            " it by containerId (that listener can require PLAIN with saslUsersSecret)",
-        )
-    return None
+        sasl = link_route_secret_dir(name, "sasl")
+        fields["saslMechanisms"] = ["PLAIN"]
+        fields["saslUsername"] = f"file:{sasl}/{SASL_USERNAME_FILE}"
+        fields["saslPassword"] = f"file:{sasl}/{SASL_PASSWORD_FILE}"
+    return profile, fields
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,6 +48,23 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   Secret changes, but the router loads a profile's files once (router/tls.py keys its cache on
   the profile's settings, not the files' content), so a renewed certificate is served only
   after the pods restart (``kubectl rollout restart statefulset/<name>``).
+- LinkRoute connections with Secrets (``connection.tlsSecret``, ``connection.saslSecret``):
+  every interior pod of the network mounts each Secret read-only (``optional: false``) at
+  ``/etc/routernet-linkroute/<LinkRoute name>/tls/`` (its ``ca.crt`` only) and ``.../sasl/``
+  (``username`` and ``password``), where the connector ``linkroute/<name>`` and its sslProfile
+  ``linkroute-<name>`` find them (planner). Edges dial no broker and mount nothing. The volume is
+  ``lr-tls-<name>`` / ``lr-sasl-<name>``, or, when that is not a DNS label of at most 63
+  characters (a long name, or one with dots), ``lrh-<kind>-<the name's start>-<its digest>``:
+  deterministic, and apart from ``config``, ``sasl`` and ``tls-<port>``. Listing the keys makes
+  a Secret without them a FailedMount (the pod waits, saying which key is missing) rather than
+  a router refusing its config. The price of mounting: adding or removing such a LinkRoute (or
+  changing its Secrets) changes the interior pod templates, and the StatefulSets replace their
+  pods one by one, as for a listener's tlsSecret; until a pod is replaced, config-sync refuses
+  a config whose sslProfile names a CA file that is not mounted yet, and a connector's SASL
+  files that are not there yet fail its connection attempts (retried) while the pod keeps
+  running. LinkRoutes without Secrets still change the ConfigMap alone (live, no restart). A
+  renewed password is read at the next connection attempt; a renewed CA only after a restart
+  (as a listener's certificate).
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -57,8 +74,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from router_operator.planner import (
     EDGE_PORT,
@@ -198,6 +216,24 @@ def _client_ports(plan: RouterPlan) -> list[tuple[str, int]]:
 
 def tls_volume_name(port: int) -> str:
     return f"tls-{port}"
+
+
+MAX_VOLUME_NAME = 63
+_VOLUME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def link_route_volume_name(link_route: str, kind: Literal["tls", "sasl"]) -> str:
+    """The volume of a LinkRoute connection's Secret: a DNS label (what volume names must be)
+    of at most 63 characters. ``lr-<kind>-<name>`` when that is one; otherwise (LinkRoute names
+    may be 253 characters and have dots) ``lrh-<kind>-`` the name's start, dots as '-', then 12
+    hex digits of its SHA-256. The prefixes differ, so the two forms never meet."""
+    readable = f"lr-{kind}-{link_route}"
+    if len(readable) <= MAX_VOLUME_NAME and _VOLUME_NAME.fullmatch(readable):
+        return readable
+    digest = hashlib.sha256(link_route.encode()).hexdigest()[:12]
+    room = MAX_VOLUME_NAME - len(f"lrh-{kind}--{digest}")
+    stem = re.sub(r"[^a-z0-9-]", "-", link_route.lower())[:room].strip("-")
+    return f"lrh-{kind}-{stem}-{digest}" if stem else f"lrh-{kind}-{digest}"
 
 
 def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
@@ -481,6 +517,21 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
             {
                 "name": tls_volume_name(port),
                 "secret": {"secretName": tls_secret, "optional": False},
+            }
+        )
+    for mount in plan.link_route_secrets:
+        volume = link_route_volume_name(mount.link_route, mount.kind)
+        container["volumeMounts"].append(
+            {"name": volume, "mountPath": mount.path, "readOnly": True}
+        )
+        template["spec"]["volumes"].append(
+            {
+                "name": volume,
+                "secret": {
+                    "secretName": mount.secret,
+                    "items": [{"key": key, "path": key} for key in mount.keys],
+                    "optional": False,
+                },
             }
         )
     if decl.pod_template:
