@@ -333,11 +333,14 @@ class Router:
         pop = lib.pn_collector_pop
         etype = lib.pn_event_type
         handlers = self.handlers
+        on_delivery = self.on_delivery
+        delivery = lib.PN_DELIVERY
         while True:
             ev = peek(coll)
             if not ev:
                 return
-            handler = handlers.get(etype(ev))
+            kind = etype(ev)
+            handler = on_delivery if kind == delivery else handlers.get(kind)  # most are deliveries
             if handler is not None:
                 handler(conn, ev)
                 if conn.dead:

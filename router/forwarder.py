@@ -204,6 +204,8 @@ class Forwarder:
         return entry
 
     def forget_if_idle(self, entry: AddressEntry) -> None:
+        if entry.consumers or entry.remote:
+            return  # the usual answer, on the path of every message from an anonymous sender
         if entry.idle and self.entries.get(entry.key) is entry:
             del self.entries[entry.key]
 
@@ -567,11 +569,12 @@ class Forwarder:
             self.credit_dirty.add(q.origin)
 
     def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
+        queue = link.queue
         if (
-            origin is not None
+            len(queue) >= NETWORK_QUEUE_LIMIT
+            and origin is not None
             and origin.kind != "endpoint"
             and link.kind == "endpoint"
-            and len(link.queue) >= NETWORK_QUEUE_LIMIT
         ):
             # A consumer this far behind gets nothing more from the network: the copy goes back
             # to its sender released (or, pre-settled, is dropped and counted).
@@ -579,7 +582,11 @@ class Forwarder:
             return
         if fwd is not None:
             fwd.pending += 1
-        if not link.queue and lib.pn_link_credit(link.pn) > 0 and not congested(link):
+        if (
+            not queue
+            and lib.pn_link_credit(link.pn) > 0
+            and not (link.conn.want_write and congested(link))
+        ):
             self.send(link, msg, fwd)
         else:
             # No credit, or the consumer is not reading what it has credit for:
@@ -590,12 +597,17 @@ class Forwarder:
 
     def send(self, link: Link, msg: Message, fwd: Forward | None) -> None:
         conn = link.conn
-        if link.kind != "endpoint":
-            data: bytes | bytearray = msg.networked(self.me)
-        elif conn.strip_out:
-            data = msg.plain()
+        stats = self.stats
+        data: bytes | bytearray
+        if link.kind == "endpoint":
+            data = msg.plain() if conn.strip_out else msg.annotated(self.me)
+            stats.deliveriesEgress += 1
+            if conn.role == "route-container":
+                stats.deliveriesEgressRouteContainer += 1
         else:
-            data = msg.annotated(self.me)
+            data = msg.networked(self.me)
+            if msg.ann.ingress is not None:
+                stats.deliveriesTransit += 1  # came from another router, goes on to another
         p = link.pn
         od = new_delivery(link)
         if isinstance(data, bytes):
@@ -604,13 +616,6 @@ class Forwarder:
             lib.pn_link_send(p, ffi.from_buffer(data), len(data))
         lib.pn_link_advance(p)
         link.delivered += 1
-        stats = self.stats
-        if link.kind == "endpoint":
-            stats.deliveriesEgress += 1
-            if conn.role == "route-container":
-                stats.deliveriesEgressRouteContainer += 1
-        elif msg.ann.ingress is not None:
-            stats.deliveriesTransit += 1  # came from another router, goes on to another
         if link.entry is not None:
             link.entry.egress += 1
         if fwd is None:
@@ -654,6 +659,13 @@ class Forwarder:
         del link.unsettled[od]
         if state == ACCEPTED:
             link.accepted += 1
+            if fwd.pending == 1 and not fwd.outcome:
+                # The one copy, accepted: nothing to weigh against other outcomes or copy over.
+                fwd.pending = 0
+                self.settle_incoming(fwd, ACCEPTED)
+                lib.pn_delivery_settle(od)
+                self.touched.add(link.conn)
+                return
         elif state == RELEASED:
             link.released += 1
         elif state == REJECTED:
