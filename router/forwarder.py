@@ -76,10 +76,11 @@ class Message:
         self.address = address
 
     def plain(self) -> bytes | bytearray:
-        if not self.read.present:
+        read = self.read
+        if not read.present:
             return self.data
         if self._plain is None:
-            self._plain = rewrite(self.data, self.scan, read=self.read)
+            self._plain = read.stripped(self.data, self.scan)
         return self._plain
 
     def annotated(self, me: str) -> bytes:
@@ -103,15 +104,19 @@ class Message:
         cached = self._network
         if cached is None or cached[0] != self.address:
             ann = self.ann
-            data = rewrite(
-                self.data,
-                self.scan,
-                ingress=ann.ingress or me,
-                trace=(*(ann.trace or ()), me),
-                to=self.address,
-                phase=ann.phase,
-                read=self.read,
-            )
+            if ann is self.read and (ann.present or self.scan.ma_start == self.scan.ma_end):
+                # The usual case: the new section depends on the shared parse alone.
+                data = ann.forwarded(self.data, self.scan, self.address, me)
+            else:
+                data = rewrite(
+                    self.data,
+                    self.scan,
+                    ingress=ann.ingress or me,
+                    trace=(*(ann.trace or ()), me),
+                    to=self.address,
+                    phase=ann.phase,
+                    read=self.read,
+                )
             cached = self._network = (self.address, data)
         return cached[1]
 

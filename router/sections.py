@@ -133,7 +133,7 @@ class RouterAnnotations:
     as present so that they are stripped rather than forwarded.
     """
 
-    __slots__ = ("_routers", "ingress", "phase", "present", "split", "to", "trace")
+    __slots__ = ("_routers", "_sections", "ingress", "phase", "present", "split", "to", "trace")
 
     def __init__(self) -> None:
         self.ingress: str | None = None
@@ -145,6 +145,7 @@ class RouterAnnotations:
         # message does not split its annotations a second time.
         self.split: tuple[tuple[bytes, ...], int] | None = None
         self._routers: frozenset[str] | None = None
+        self._sections: dict[tuple[str, str] | None, bytes] = {}
 
     @property
     def routers(self) -> frozenset[str]:
@@ -157,9 +158,45 @@ class RouterAnnotations:
             routers = self._routers = frozenset(t.split("/", 1)[-1] for t in self.trace or ())
         return routers
 
+    def forwarded(self, buf: Buffer, s: Scan, to: str, me: str) -> bytes:
+        """`buf` as it goes to the next router: ingress set if absent, hop `me` traced, `to` as
+        the to-override. `buf` must be the message these annotations were read from, or one
+        without message annotations if these are EMPTY_ANNOTATIONS.
+
+        The new section depends on nothing but these annotations, `to` and `me`, so it is kept
+        here: a stream's messages share one parse and pay for one encoding."""
+        key = (to, me)
+        section = self._sections.get(key)
+        if section is None:
+            section = self._encode(self.ingress or me, (*(self.trace or ()), me), to, self.phase)
+            self._keep(key, section)
+        return _splice(buf, s, section)
+
+    def stripped(self, buf: Buffer, s: Scan) -> bytes:
+        """`buf` without router annotations, for a client; `buf` as for `forwarded`."""
+        section = self._sections.get(None)
+        if section is None:
+            section = self._encode(None, None, None, None)
+            self._keep(None, section)
+        return _splice(buf, s, section)
+
+    def _encode(
+        self, ingress: str | None, trace: tuple[str, ...] | None, to: str | None, phase: int | None
+    ) -> bytes:
+        runs, user = self.split or ((), 0)
+        return _section(runs, user, ingress, trace, to, phase)
+
+    def _keep(self, key: tuple[str, str] | None, section: bytes) -> None:
+        # Bounded: one parse may serve messages to many addresses (EMPTY_ANNOTATIONS serves all).
+        if len(self._sections) >= _SECTIONS_KEPT:
+            self._sections.clear()
+        self._sections[key] = section
+
+
+_SECTIONS_KEPT = 64
 
 # Returned for every message without router annotations, so the common case allocates nothing.
-# Callers must treat it as read-only.
+# Callers must treat it as read-only (its kept sections are a cache).
 EMPTY_ANNOTATIONS = RouterAnnotations()
 
 
@@ -600,6 +637,11 @@ def rewrite(
     else:
         runs, user = (), 0
     section = _section(runs, user, ingress, None if trace is None else tuple(trace), to, phase)
+    return _splice(buf, s, section)
+
+
+def _splice(buf: Buffer, s: Scan, section: bytes) -> bytes:
+    """`buf` with its message-annotations section (or where one would go) replaced."""
     # Large messages are sliced through a memoryview so their bytes are copied once, by join.
     view = memoryview(buf) if len(buf) > 4096 else buf
-    return b"".join((view[:start], section, view[ma_end:]))
+    return b"".join((view[: s.ma_start], section, view[s.ma_end :]))

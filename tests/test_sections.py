@@ -395,6 +395,30 @@ def test_read_annotations_without_ma_returns_the_shared_empty_instance() -> None
     )
 
 
+def test_forwarded_and_stripped_reuse_one_encoding_per_parse() -> None:
+    """What the forwarder sends on: each message keeps its own body whatever the shared parse
+    kept, and messages without annotations (EMPTY_ANNOTATIONS) get their own addresses."""
+    ma = section(0x72, map_(sym("user"), string("u"), sym("x-opt-qd.ingress"), string("0/A")))
+    first = ma + section(0x77, string("one"))
+    second = ma + section(0x77, string("two"))
+    ann = annotations_of(first)
+    assert annotations_of(second) is ann
+    for data, body in ((first, "one"), (second, "two")):
+        out = ann.forwarded(data, scan(data), "q", "0/B")
+        got = annotations_of(out)
+        assert (got.ingress, got.trace, got.to) == ("0/A", ["0/B"], "q")
+        assert out.endswith(section(0x77, string(body)))
+        stripped = ann.stripped(data, scan(data))
+        assert stripped == section(0x72, map_(sym("user"), string("u"))) + section(
+            0x77, string(body)
+        )
+    bare = section(0x77, string("x"))
+    for address in [f"a{i}" for i in range(100)]:  # more than are kept: stays right, bounded
+        got = annotations_of(EMPTY_ANNOTATIONS.forwarded(bare, scan(bare), address, "0/B"))
+        assert (got.ingress, got.trace, got.to) == ("0/B", ["0/B"], address)
+    assert EMPTY_ANNOTATIONS.present is False and EMPTY_ANNOTATIONS.trace is None
+
+
 def test_messages_with_the_same_annotations_share_one_parse() -> None:
     def hop(trace: list[str], body: bytes) -> bytes:
         ma = map_(
