@@ -20,11 +20,8 @@ applies the command line's overrides, validates and applies the configuration
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-import selectors
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +31,7 @@ from router.config import parse_config_text
 from router.connector import backoff_delay
 from router.log import get_logger
 from router.reconfigure import Build, offer
+from router.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from router.engine import Router
@@ -257,16 +255,12 @@ class ConfigMapSource:
         self.router: Router | None = None
         self._lock = threading.Lock()
         self._pending: list[tuple[str | None, float]] = []  # the latest only
-        self._wake_r: socket.socket | None = None
-        self._wake_w: socket.socket | None = None
+        self._wakeup: Wakeup | None = None
         self.applied_at: float | None = None  # monotonic, for tests and logs
 
     def start(self, router: Router) -> None:
         self.router = router
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        router.sel.register(self._wake_r, selectors.EVENT_READ, ("wakeup-handler", self))
+        self._wakeup = Wakeup(router.sel, self)
         self.watcher = ConfigMapWatcher(
             self.namespace, self.name, self.key, self.deliver, **self.watcher_options
         )
@@ -277,16 +271,13 @@ class ConfigMapSource:
         """Called on the watcher's thread."""
         with self._lock:
             self._pending[:] = [(text, time.monotonic())]
-        wake = self._wake_w
-        if wake is not None:
-            with contextlib.suppress(OSError):
-                wake.send(b"\0")
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.poke()
 
     def on_wakeup(self) -> None:
-        if self._wake_r is not None:
-            with contextlib.suppress(OSError):
-                while self._wake_r.recv(512):
-                    pass
+        if self._wakeup is not None:
+            self._wakeup.drain()
         with self._lock:
             pending, self._pending = self._pending, []
         for text, received in pending:
@@ -319,11 +310,7 @@ class ConfigMapSource:
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
-        if self._wake_r is not None and self.router is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self.router.sel.unregister(self._wake_r)
-        for sock in (self._wake_r, self._wake_w):
-            if sock is not None:
-                sock.close()
-        self._wake_r = self._wake_w = None
+        if self._wakeup is not None:
+            self._wakeup.close()
+            self._wakeup = None
         self.router = None

@@ -19,11 +19,9 @@ Logs: state changes once (``connector.connected``, ``connector.failed``,
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import random
-import selectors
 import socket
 import threading
 import time
@@ -36,6 +34,7 @@ from router.config import read_secret
 from router.connection import Connection
 from router.log import get_logger
 from router.pn import lib, text
+from router.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from router.engine import Router
@@ -258,7 +257,7 @@ class Connectors:
     """All of a router's connectors, their name resolution and the loop's wakeup for them.
 
     The engine calls `start` once its listeners are up, `poll` from housekeeping, `on_wakeup`
-    when the wakeup socket (registered as ``("connectors", self)``) is readable, and `stop`
+    when its wakeup (router/wakeup.py) is poked by a name lookup, and `stop`
     when it shuts down. ``resolver`` and ``rand`` are replaceable for tests.
     """
 
@@ -274,8 +273,7 @@ class Connectors:
         self.items = [Connector(cfg, self) for cfg in router.config.connectors]
         self.started = False
         self.stopped = False
-        self._wake_r: socket.socket | None = None
-        self._wake_w: socket.socket | None = None
+        self._wakeup: Wakeup | None = None
 
     def start(self) -> None:
         self.started = True
@@ -287,12 +285,8 @@ class Connectors:
         self.poll(time.monotonic())
 
     def _open_wakeup(self) -> None:
-        if self._wake_r is not None:
-            return
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self.router.sel.register(self._wake_r, selectors.EVENT_READ, ("connectors", self))
+        if self._wakeup is None:
+            self._wakeup = Wakeup(self.router.sel, self)
 
     def add(self, config: ConnectorConfig, index: int | None = None) -> Connector:
         """A connector added while running (a live configuration change): first attempt now."""
@@ -325,19 +319,16 @@ class Connectors:
                 future.set_result(self.resolver(host, port))
             except BaseException as e:  # handed to the loop, which reports it
                 future.set_exception(e)
-            wake = self._wake_w
-            if wake is not None:
-                with contextlib.suppress(OSError):
-                    wake.send(b"\0")  # make the loop's select return
+            wakeup = self._wakeup
+            if wakeup is not None:
+                wakeup.poke()
 
         threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
         return future
 
     def on_wakeup(self) -> None:
-        if self._wake_r is not None:
-            with contextlib.suppress(OSError):
-                while self._wake_r.recv(512):
-                    pass
+        if self._wakeup is not None:
+            self._wakeup.drain()
         self.poll(time.monotonic())
 
     def poll(self, now: float) -> None:
@@ -353,10 +344,6 @@ class Connectors:
         self.stopped = True
         for connector in self.items:
             connector.stop()
-        if self._wake_r is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self.router.sel.unregister(self._wake_r)
-        for sock in (self._wake_r, self._wake_w):
-            if sock is not None:
-                sock.close()
-        self._wake_r = self._wake_w = None
+        if self._wakeup is not None:
+            self._wakeup.close()
+            self._wakeup = None

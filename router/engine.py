@@ -123,8 +123,8 @@ class Router:
         self.stop_signals: list[str] = []  # SIGTERM/SIGINT received: one drains, two stop
         self.connectors = Connectors(self)  # outgoing connections (router/connector.py)
         # Where new configurations come from while running (router/reconfigure.py): each has
-        # start(router), poll(now) from housekeeping, stop(), and may register a wakeup socket
-        # as ("wakeup-handler", source) whose readiness calls source.on_wakeup().
+        # start(router), poll(now) from housekeeping, stop(), and may have a Wakeup
+        # (router/wakeup.py) whose pokes call source.on_wakeup() from the loop.
         self.config_sources: list[Any] = []
         self.handlers = {
             lib.PN_CONNECTION_REMOTE_OPEN: self.on_connection_open,
@@ -273,7 +273,7 @@ class Router:
                     self.dirty.add(kind)
                 elif kind[0] == "listener":
                     self.accept(key.fileobj, kind[1])
-                elif kind[0] in ("connectors", "wakeup-handler"):
+                elif kind[0] == "wakeup-handler":  # router/wakeup.py
                     kind[1].on_wakeup()
                 else:
                     with contextlib.suppress(OSError):

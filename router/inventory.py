@@ -178,53 +178,55 @@ def link_row(link: Link) -> dict[str, Any]:
 
 
 def address_rows(router: Router) -> list[dict[str, Any]]:
-    rows = []
+    """Mobile, local and router addresses, and the link routes' C/D/E/F keys, by key."""
     local = router.fwd.local_handlers
-    for key, entry in sorted(router.fwd.entries.items()):
-        rows.append(
-            {
-                "name": key,
-                "identity": key,
-                "type": PREFIX + "router.address",
-                "key": key,
-                "distribution": entry.rule.distribution,
-                "inProcess": 1 if key in local else 0,
-                "subscriberCount": len(entry.consumers),
-                "remoteCount": len(entry.remote),
-                "containerCount": 0,
-                "remoteHostRouters": sorted(entry.remote),
-                "deliveriesIngress": entry.ingress,
-                "deliveriesEgress": entry.egress,
-                "deliveriesTransit": 0,
-                "deliveriesToContainer": 0,
-                "deliveriesFromContainer": 0,
-                "priority": entry.rule.priority,
-            }
+    rows = [
+        _address_row(
+            key,
+            entry.rule.distribution,
+            sorted(entry.remote),
+            inProcess=1 if key in local else 0,
+            subscriberCount=len(entry.consumers),
+            deliveriesIngress=entry.ingress,
+            deliveriesEgress=entry.egress,
+            priority=entry.rule.priority,
         )
+        for key, entry in router.fwd.entries.items()
+    ]
     linkrouter = router.linkrouter
-    for rule in linkrouter.table.rules:
-        remote = sorted(linkrouter.remote.get(rule.key, ()))
-        rows.append(
-            {
-                "name": rule.key,
-                "identity": rule.key,
-                "type": PREFIX + "router.address",
-                "key": rule.key,
-                "distribution": "linkBalanced",
-                "inProcess": 0,
-                "subscriberCount": 0,
-                "remoteCount": len(remote),
-                "containerCount": 1 if linkrouter.local_container(rule) else 0,
-                "remoteHostRouters": remote,
-                "deliveriesIngress": 0,
-                "deliveriesEgress": 0,
-                "deliveriesTransit": 0,
-                "deliveriesToContainer": 0,
-                "deliveriesFromContainer": 0,
-                "priority": -1,
-            }
+    rows += [
+        _address_row(
+            rule.key,
+            "linkBalanced",
+            sorted(linkrouter.remote.get(rule.key, ())),
+            containerCount=1 if linkrouter.local_container(rule) else 0,
         )
+        for rule in linkrouter.table.rules
+    ]
     return sorted(rows, key=lambda row: row["key"])
+
+
+def _address_row(key: str, distribution: str, remote: list[str], **values: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": key,
+        "identity": key,
+        "type": PREFIX + "router.address",
+        "key": key,
+        "distribution": distribution,
+        "inProcess": 0,
+        "subscriberCount": 0,
+        "remoteCount": len(remote),
+        "containerCount": 0,
+        "remoteHostRouters": remote,
+        "deliveriesIngress": 0,
+        "deliveriesEgress": 0,
+        "deliveriesTransit": 0,
+        "deliveriesToContainer": 0,
+        "deliveriesFromContainer": 0,
+        "priority": -1,
+    }
+    row.update(values)
+    return row
 
 
 def link_route_rows(router: Router) -> list[dict[str, Any]]:

@@ -265,7 +265,23 @@ def frozen_address_decl(parsed: Parsed, entry: Mapping[str, Any]) -> AddressDecl
 def link_route_decl(parsed: Parsed) -> LinkRouteDecl:
     link_route = parsed.model
     assert isinstance(link_route, LinkRoute), "link_route_decl needs a valid LinkRoute"
-    spec = link_route.spec
+    return _link_route_decl(parsed, link_route.spec)
+
+
+def frozen_link_route_decl(
+    parsed: Parsed, network: str, record: Mapping[str, Any]
+) -> LinkRouteDecl | None:
+    """A paused LinkRoute as the routers of ``network`` have it: ``record`` is its spec as
+    applied (render.LINK_ROUTES_KEY). None when the record cannot be read (another version's):
+    it then stays out, as one never applied."""
+    try:
+        spec = LinkRouteSpec.model_validate({**record, "network": network})
+    except ValidationError:
+        return None
+    return _link_route_decl(parsed, spec)
+
+
+def _link_route_decl(parsed: Parsed, spec: LinkRouteSpec) -> LinkRouteDecl:
     connection = None
     if spec.connection is not None:
         connection = LinkRouteConnectionDecl(
@@ -279,37 +295,6 @@ def link_route_decl(parsed: Parsed) -> LinkRouteDecl:
         prefix=spec.prefix,
         pattern=spec.pattern,
         network=spec.network,
-        direction=spec.direction,
-        container_id=spec.containerId,
-        connection=connection,
-        creation_timestamp=parsed.creation_timestamp,
-        generation=parsed.generation or 0,
-    )
-
-
-def frozen_link_route_decl(
-    parsed: Parsed, network: str, record: Mapping[str, Any]
-) -> LinkRouteDecl | None:
-    """A paused LinkRoute as the routers of ``network`` have it: ``record`` is its spec as
-    applied (render.LINK_ROUTES_KEY). None when the record cannot be read (another version's):
-    it then stays out, as one never applied."""
-    try:
-        spec = LinkRouteSpec.model_validate({**record, "network": network})
-    except ValidationError:
-        return None
-    connection = None
-    if spec.connection is not None:
-        connection = LinkRouteConnectionDecl(
-            host=spec.connection.host,
-            port=spec.connection.port,
-            tls_secret=spec.connection.tlsSecret,
-            sasl_secret=spec.connection.saslSecret,
-        )
-    return LinkRouteDecl(
-        name=parsed.name,
-        prefix=spec.prefix,
-        pattern=spec.pattern,
-        network=network,
         direction=spec.direction,
         container_id=spec.containerId,
         connection=connection,
