@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from harness import free_port
 from proton.utils import BlockingConnection
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
@@ -47,12 +48,6 @@ RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 STARTUP_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 LOG_TAIL = 8000  # characters of the log quoted in a start failure
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -250,14 +245,6 @@ class Broker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def rss_bytes(self) -> int:
-        assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS")
 
     def __enter__(self) -> Broker:
         return self.start()
