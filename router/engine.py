@@ -16,7 +16,7 @@ import socket
 import time
 from itertools import count
 from selectors import EVENT_READ, EVENT_WRITE
-from typing import Any
+from typing import Any, cast
 
 from proton import Message as ProtonMessage
 
@@ -26,7 +26,15 @@ from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
 from router.connector import Connectors
 from router.edge import Edge
-from router.forwarder import ACCEPTED, REJECTED, RELEASED, Forwarder, Message, new_delivery
+from router.forwarder import (
+    ACCEPTED,
+    REJECTED,
+    RELEASED,
+    AddressEntry,
+    Forwarder,
+    Message,
+    new_delivery,
+)
 from router.interrouter import Network
 from router.linkroutes import link_route_table
 from router.linkrouting import LinkRouter
@@ -272,12 +280,12 @@ class Router:
                         kind.read(bufs)
                     self.dirty.add(kind)
                 elif kind[0] == "listener":
-                    self.accept(key.fileobj, kind[1])
+                    self.accept(cast(socket.socket, key.fileobj), kind[1])
                 elif kind[0] == "wakeup-handler":  # router/wakeup.py
                     kind[1].on_wakeup()
                 else:
                     with contextlib.suppress(OSError):
-                        key.fileobj.recv(512)
+                        cast(socket.socket, key.fileobj).recv(512)
             self.work()
 
     def work(self) -> None:
@@ -699,10 +707,10 @@ class Router:
         p = link.pn
         if lib.pn_link_current(p) != d:
             # An earlier delivery of this link changed: the sender settled it on its own.
-            fwd = link.unsettled.get(d)
-            if fwd is not None and lib.pn_delivery_settled(d):
+            settled = link.unsettled.get(d)
+            if settled is not None and lib.pn_delivery_settled(d):
                 del link.unsettled[d]
-                fwd.in_d = None
+                settled.in_d = None
                 lib.pn_delivery_settle(d)
             return
         data = self.receive(link, d)
@@ -739,7 +747,7 @@ class Router:
                     "a message sent on an anonymous link needs a 'to' address",
                 )
                 return
-            entry = fwd.entry(to)
+            entry: AddressEntry | None = fwd.entry(to)
         else:
             entry = link.entry
         if link.kind == "endpoint":

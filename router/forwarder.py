@@ -303,7 +303,7 @@ class Forwarder:
             reroute = entry is not None and entry.rule.distribution != "multicast"
             for q in queued:
                 self.unblock(q)
-                if reroute:
+                if reroute and entry is not None:
                     if q.fwd is not None:
                         q.fwd.pending -= 1
                     self.route(q.msg, entry, q.fwd, q.origin)

@@ -555,7 +555,7 @@ def _router_entries(
     ingress: str | None, trace: tuple[str, ...] | None, to: str | None, phase: int | None
 ) -> list[bytes]:
     """Encode the router annotations to write, each in its smallest encoding."""
-    out = []
+    out: list[bytes] = []
     if ingress is not None:
         out += (_K_INGRESS, _encode_str(ingress))
     if trace is not None:
