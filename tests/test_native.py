@@ -1,0 +1,92 @@
+"""The router's per-message modules run compiled (mypyc, setup.py), their plain source runs on
+request, and compiled modules built from other source are refused in a checkout rather than
+silently run; a router running its source and compiled routers route together."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
+from clients import Sender, World
+from harness import RouterNetwork, RouterProcess
+from proton import Message
+
+REPO = Path(__file__).resolve().parent.parent
+COMPILED = ("connection", "engine", "forwarder", "links", "sections")
+SHOW_FILES = (
+    "import importlib; print(*(importlib.import_module('router.' + m).__file__ for m in {}))"
+)
+
+
+def module_files(env: dict[str, str] | None = None, path: Path = REPO) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_FILES.format(COMPILED)],
+        capture_output=True,
+        text=True,
+        cwd=path,
+        env={**os.environ, "PYTHONPATH": str(path), **(env or {})},
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_per_message_modules_are_compiled() -> None:
+    files = module_files({"ROUTERNET_PURE": ""})
+    assert all(f.endswith(tuple(EXTENSION_SUFFIXES)) for f in files), (
+        f"{files}: run `make native` (the router runs these compiled)"
+    )
+
+
+def test_routernet_pure_runs_the_source() -> None:
+    files = module_files({"ROUTERNET_PURE": "1"})
+    assert [Path(f).name for f in files] == [f"{m}.py" for m in COMPILED]
+
+
+def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "router", checkout / "router", ignore=shutil.ignore_patterns("__py*"))
+    shutil.copy(REPO / "setup.py", checkout)
+    assert module_files({"ROUTERNET_PURE": ""}, checkout)  # as built: imports
+    engine = checkout / "router" / "engine.py"
+    engine.write_text(engine.read_text() + "\n# changed\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import router.engine"],
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout), "ROUTERNET_PURE": ""},
+        timeout=30,
+    )
+    assert done.returncode != 0
+    assert "engine.py changed since compiled: run `make native`" in done.stderr
+    # ... and the source itself still runs on request.
+    assert Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[1]) == engine
+
+
+def runs_compiled(router: RouterProcess) -> bool:
+    assert router.proc is not None
+    return "native__mypyc" in Path(f"/proc/{router.proc.pid}/maps").read_text()
+
+
+@pytest.mark.network
+def test_a_router_running_its_source_routes_with_compiled_ones(
+    tmp_path: Path, world: World
+) -> None:
+    net = RouterNetwork(tmp_path, world, [("A", "B", 1), ("B", "C", 1)])
+    net["B"].env["ROUTERNET_PURE"] = "1"
+    with net:
+        assert [runs_compiled(net[n]) for n in "ABC"] == [True, False, True]
+        receiver = world.connect(net.url("C")).receiver("across")
+        net.wait_address("across", {"C"})
+        sender: Sender = world.connect(net.url("A")).sender("across")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        sender.send_all(Message(body=i) for i in range(200))
+        world.run_until(sender.all_settled, what="every outcome")
+        assert {t.outcome for t in sender.sent} == {"accepted"}
+        assert receiver.bodies == list(range(200))
