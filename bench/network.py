@@ -68,12 +68,21 @@ from bench.one_router import (
     machine_info,
     proc_cpu_seconds,
     proc_status_mib,
+    process_router_modules,
     shortfall_note,
     summary,
     verdict,
 )
 
-SCENARIOS = ("chain3-unsettled", "chain3-presettled", "reroute", "new-consumer")
+# chain3-unsettled-source: the same routers running their plain Python source (ROUTERNET_PURE=1),
+# the baseline for what compiling the per-message modules with mypyc gives (setup.py).
+SCENARIOS = (
+    "chain3-unsettled",
+    "chain3-presettled",
+    "chain3-unsettled-source",
+    "reroute",
+    "new-consumer",
+)
 # Run only when named with --scenarios.
 EXTRA_SCENARIOS = ("reroute-silent",)
 CONVERGE_TIMEOUT_S = 15.0
@@ -223,11 +232,13 @@ def network(
     scenario: str,
     *,
     append: bool = False,
+    source: bool = False,
 ) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
     """Starts one fresh interior router per spec and waits until every router reaches every
     other; yields the routers and each one's `router.node` view. Stops them all on the way
     out, whatever happens. Router logs (JSON lines) go to `<log_dir>/<scenario>-<id>.log`,
-    appended to if `append`."""
+    appended to if `append`. `source`: the routers run their plain Python source."""
+    env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
     routers: dict[str, Router] = {}
     with ExitStack() as stack:
@@ -254,7 +265,7 @@ def network(
                 (log_dir / f"{scenario}-{spec.id}.log").open("ab" if append else "wb")
             )
             proc = stack.enter_context(
-                running(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR)
+                running(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR, env=env)
             )
             routers[spec.id] = Router(spec.id, port, ir_port, proc)
         try:
@@ -282,14 +293,16 @@ def _check_alive(routers: dict[str, Router], *, except_: str | None = None) -> N
 
 
 def run_chain(
-    presettled: bool, clients: Clients, count: int, latency_seconds: float, log_dir: Path
+    name: str, clients: Clients, count: int, latency_seconds: float, log_dir: Path
 ) -> dict[str, Any]:
     """A line A-B-C, sender on A, receiver on C: throughput, then latency at half of it.
     Routers' CPU is counted over the throughput run, peak RSS over the whole scenario."""
-    name = f"chain3-{'presettled' if presettled else 'unsettled'}"
-    with network(LINE, log_dir, name) as (routers, _):
+    presettled = "-presettled" in name
+    source = name.endswith("-source")
+    with network(LINE, log_dir, name, source=source) as (routers, _):
         a, c = routers["A"], routers["C"]
         time.sleep(IDLE_SETTLE_S)
+        modules = {process_router_modules(r.proc.pid) for r in routers.values()}
         idle = {rid: proc_status_mib(r.proc.pid, "VmRSS") for rid, r in routers.items()}
         cpu_start = {rid: proc_cpu_seconds(r.proc.pid) for rid, r in routers.items()}
         full = transfer(
@@ -318,6 +331,7 @@ def run_chain(
         "kind": "chain",
         "path": "A-B-C",
         "settlement": "presettled" if presettled else "unsettled",
+        "router_modules": " and ".join(sorted(modules)),
         "throughput": summary(full),
         "latency": {
             **summary(paced),
@@ -484,7 +498,7 @@ def run_scenario(
     name: str, clients: Clients, count: int, latency_seconds: float, log_dir: Path
 ) -> dict[str, Any]:
     if name.startswith("chain3-"):
-        return run_chain(name.endswith("presettled"), clients, count, latency_seconds, log_dir)
+        return run_chain(name, clients, count, latency_seconds, log_dir)
     if name == "reroute":
         return run_reroute(clients, log_dir, KILL)
     if name == "reroute-silent":

@@ -9,6 +9,7 @@ intermediary scenario gets a fresh router, so its idle and peak RSS and CPU are 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import subprocess
@@ -216,6 +217,19 @@ def _uncommitted_router_changes() -> list[str] | None:
     return [line[3:] for line in status.stdout.splitlines()]
 
 
+def router_modules() -> str:
+    """How the routers run the modules every message passes through (setup.py)."""
+    spec = importlib.util.find_spec("router.engine")
+    origin = spec.origin if spec is not None else None
+    return "Python source" if origin is None or origin.endswith(".py") else "compiled with mypyc"
+
+
+def process_router_modules(pid: int) -> str:
+    """What a running router process actually loaded: its compiled modules or not."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return "compiled with mypyc" if "native__mypyc" in maps else "Python source"
+
+
 def machine_info(clients: Clients) -> dict[str, Any]:
     """What the numbers depend on besides the code, so results from two runs can be compared."""
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
@@ -229,6 +243,7 @@ def machine_info(clients: Clients) -> dict[str, Any]:
         "proton_c": clients.proton_c_version,
         "git_commit": _git_commit(),
         "uncommitted_router_changes": _uncommitted_router_changes(),
+        "router_modules": router_modules(),
         # Anything else running on two cores moves the numbers; this says whether it did.
         "load_average_1m": round(os.getloadavg()[0], 2),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -306,6 +321,8 @@ def commit_label(m: dict[str, Any]) -> str:
     label = f"commit {m['git_commit'] or 'unknown'}"
     if m.get("uncommitted_router_changes"):
         label += " plus uncommitted router changes"
+    if m.get("router_modules"):
+        label += f", router modules {m['router_modules']}"
     return label
 
 

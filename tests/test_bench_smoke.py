@@ -52,24 +52,30 @@ def test_p2p_runs_and_renders(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(60)
 def test_chain_of_three_runs_and_renders(tmp_path: Path) -> None:
     output = tmp_path / "network.json"
-    common = ["--count", str(COUNT), "--latency-seconds", "1", "--scenarios", "chain3-unsettled"]
+    chains = "chain3-unsettled,chain3-unsettled-source"
+    common = ["--count", str(COUNT), "--latency-seconds", "1", "--scenarios", chains]
     ran = _bench(*common, "--output", str(output))
     assert ran.returncode == 0, ran.stderr
 
     results = json.loads(output.read_text())
-    scenario = results["scenarios"]["chain3-unsettled"]
-    throughput = scenario["throughput"]
-    # A router network may release unsettled messages under load; none may go missing.
-    assert throughput["received"] + throughput["not_accepted"] == COUNT
-    assert throughput["msgs_per_s"] > 0
-    assert scenario["latency"]["received"] >= 2
-    assert set(scenario["routers"]) == {"A", "B", "C"}
-    assert all(r["cpu_us_per_msg"] > 0 for r in scenario["routers"].values())
+    assert results["machine"]["router_modules"] == "compiled with mypyc"
+    ran_as = ("compiled with mypyc", "Python source")
+    for name, modules in zip(chains.split(","), ran_as, strict=True):
+        scenario = results["scenarios"][name]
+        assert scenario["router_modules"] == modules
+        throughput = scenario["throughput"]
+        # A router network may release unsettled messages under load; none may go missing.
+        assert throughput["received"] + throughput["not_accepted"] == COUNT
+        assert throughput["msgs_per_s"] > 0
+        assert scenario["latency"]["received"] >= 2
+        assert set(scenario["routers"]) == {"A", "B", "C"}
+        assert all(r["cpu_us_per_msg"] > 0 for r in scenario["routers"].values())
 
     rendered = _bench("--markdown", "--output", str(output))
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout == ran.stdout
     assert "| chain3-unsettled |" in rendered.stdout
+    assert "| chain3-unsettled-source |" in rendered.stdout
