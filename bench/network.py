@@ -208,9 +208,26 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
         time.sleep(POLL_S)
 
 
-def _converged(mgmts: dict[str, Management]) -> dict[str, dict[str, Any]] | None:
+def shortest_costs(specs: tuple[Spec, ...]) -> dict[str, dict[str, int]]:
+    """Each router's cost to every other one over the specs' connections (Floyd-Warshall)."""
+    ids = [s.id for s in specs]
+    cost = {a: {b: 0 if a == b else sys.maxsize for b in ids} for a in ids}
+    for spec in specs:
+        for peer, c in spec.connect:
+            cost[spec.id][peer] = cost[peer][spec.id] = min(cost[spec.id][peer], c)
+    for k in ids:
+        for a in ids:
+            for b in ids:
+                cost[a][b] = min(cost[a][b], cost[a][k] + cost[k][b])
+    return {a: {b: c for b, c in row.items() if b != a} for a, row in cost.items()}
+
+
+def _converged(
+    mgmts: dict[str, Management], expected: dict[str, dict[str, int]]
+) -> dict[str, dict[str, Any]] | None:
     """Each router's view of the others (`router.node` rows by id) once every router reaches
-    every other one; None before."""
+    every other one at its shortest-path cost; None before. Every router being reachable is
+    not enough: a longer path can be known before the shorter one."""
     views = {}
     for rid, m in mgmts.items():
         rows = m.query("router.node", ["id", "nextHop", "routerLink", "cost"])
@@ -219,7 +236,7 @@ def _converged(mgmts: dict[str, Management]) -> dict[str, dict[str, Any]] | None
             for r in rows
             if r["id"] != rid and (r["nextHop"] is not None or r["routerLink"] is not None)
         }
-        if set(reachable) != set(mgmts) - {rid}:
+        if {peer: r["cost"] for peer, r in reachable.items()} != expected[rid]:
             return None
         views[rid] = reachable
     return views
@@ -240,6 +257,7 @@ def network(
     appended to if `append`. `source`: the routers run their plain Python source."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
+    expected = shortest_costs(specs)
     routers: dict[str, Router] = {}
     with ExitStack() as stack:
         for spec in specs:
@@ -276,7 +294,7 @@ def network(
                     rid: mgmt_stack.enter_context(management(r.port)) for rid, r in routers.items()
                 }
                 views = wait_until(
-                    lambda: _converged(mgmts), CONVERGE_TIMEOUT_S, "network convergence"
+                    lambda: _converged(mgmts, expected), CONVERGE_TIMEOUT_S, "network convergence"
                 )
         except BenchError as e:
             raise BenchError(f"{e}; see {log_dir}/{scenario}-*.log") from e

@@ -79,3 +79,24 @@ def test_chain_of_three_runs_and_renders(tmp_path: Path) -> None:
     assert rendered.stdout == ran.stdout
     assert "| chain3-unsettled |" in rendered.stdout
     assert "| chain3-unsettled-source |" in rendered.stdout
+
+
+def test_convergence_means_shortest_path_costs() -> None:
+    """A network counts as converged only at its shortest-path costs: in the reroute square
+    A reaches C through D (cost 4) before it learns the way through B (cost 2)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from bench.network import SQUARE, shortest_costs; "
+            "print(json.dumps(shortest_costs(SQUARE)))",
+        ],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=25,
+    )
+    assert done.returncode == 0, done.stderr
+    costs = json.loads(done.stdout)
+    assert costs["A"] == {"B": 1, "C": 2, "D": 2}
+    assert costs["B"]["D"] == 3
