@@ -55,6 +55,7 @@ run: $(STAMP) $(NATIVE)
 
 test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
+	$(BIN)/mypy router
 	$(BIN)/pytest -n 2 -q
 
 bench: $(STAMP) $(NATIVE)
@@ -62,6 +63,7 @@ bench: $(STAMP) $(NATIVE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy router
 	$(BIN)/ruff format --check .
 
 fmt: $(STAMP)

@@ -217,11 +217,11 @@ def effective_config(data: dict[str, Any], overrides: Overrides) -> RouterConfig
         if flags:
             _replace(data, "listeners", role, [listener.model_dump() for listener in flags])
     if overrides.connect:
-        role = CONNECT_ROLES.get(mode) if isinstance(mode, str) else None
-        if role is None:
+        connect_role = CONNECT_ROLES.get(mode) if isinstance(mode, str) else None
+        if connect_role is None:
             raise ConfigError(f"--connect needs router mode interior or edge (--mode), not {mode}")
-        entries = [{**entry, "role": role} for entry in overrides.connect]
-        _replace(data, "connectors", role, entries)
+        entries = [{**entry, "role": connect_role} for entry in overrides.connect]
+        _replace(data, "connectors", connect_role, entries)
     config = validate_config(data)
     try:
         tls.check(config)  # certificates, keys and passwords Proton cannot load

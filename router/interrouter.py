@@ -11,7 +11,7 @@ routing itself lives in `router/network/` (pure) and the forwarder.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from proton import Message as ProtonMessage
 from proton import symbol
@@ -234,7 +234,8 @@ class Network:
     def topology_changed(self, routes: Routes) -> None:
         previous = self.ids
         self.routes = routes
-        self.ids = {conn: rid for rid, conn in routes.neighbors.items()}
+        # The link-state code (router/network/) keys neighbors by our connections.
+        self.ids = {cast("Connection", conn): rid for rid, conn in routes.neighbors.items()}
         # A neighbor that stopped answering HELLOs while its connection stays up (frozen, or a
         # network partition without a reset) would keep what is queued for it stuck: close the
         # connection, so that is routed again and the in-doubt deliveries are answered. Done
@@ -273,8 +274,7 @@ class Network:
                 self.emit(neighbor.control_out, msg)
 
     def forward(self, msg: ProtonMessage, router_id: str) -> None:
-        conn = self.routes.next_hop.get(router_id)
-        neighbor = self.neighbors.get(conn) if conn is not None else None
+        neighbor = self.next_hop(router_id)
         if neighbor is None or neighbor.control_out is None:
             log.debug("control.unroutable", to=msg.address)
             return
@@ -285,10 +285,14 @@ class Network:
 
     # ----- views ---------------------------------------------------------------------------
 
+    def next_hop(self, router_id: str) -> Neighbor | None:
+        """The neighbor on the shortest path to `router_id`, if there is a path."""
+        conn = self.routes.next_hop.get(router_id)
+        return self.neighbors.get(cast("Connection", conn)) if conn is not None else None
+
     def data_link(self, router_id: str, priority: int) -> Link | None:
         """The data link toward `router_id`'s next hop for this priority, if there is a path."""
-        conn = self.routes.next_hop.get(router_id)
-        neighbor = self.neighbors.get(conn) if conn is not None else None
+        neighbor = self.next_hop(router_id)
         if neighbor is None:
             return None
         return neighbor.data_out[priority] or next(

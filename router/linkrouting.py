@@ -23,7 +23,7 @@ while their partner does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from router.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule, LinkRouteTable
@@ -103,7 +103,7 @@ class LinkRouter:
                 if rid in routes.cost
             ]
             if reachable:
-                hop = routes.next_hop.get(min(reachable)[1])
+                hop = cast("Connection | None", routes.next_hop.get(min(reachable)[1]))
                 if hop is not None and hop is not origin:
                     return hop, False
         elif router.edge is not None and router.edge.uplink is not None:

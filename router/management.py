@@ -8,7 +8,7 @@ message it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -420,7 +420,7 @@ class Agent:
             if (base is None or _is_a(t, base)) and (t == MANAGEMENT or t in self._entities)
         ]
 
-    def _rows(self, entity_type: str) -> list[Mapping[str, Any]]:
+    def _rows(self, entity_type: str) -> Sequence[Mapping[str, Any]]:
         if entity_type == MANAGEMENT:
             return [_SELF_ROW]
         return self._entities[entity_type]()
