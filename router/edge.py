@@ -9,6 +9,13 @@ other edge connectors stay connected in reserve and take over if it drops) and, 
   edge's consumers as its own and advertises them network-wide.
 The interior needs nothing special: those links are ordinary consumers and an anonymous sender
 on an `edge`-role connection.
+
+The edge connectors' order is a preference: the operator lists the uplink it planned first, so
+that an interior's edges spread over the network. The edge uses the most preferred connection
+that is open, and moves back to a more preferred one when it opens again (after that interior
+restarted, say); otherwise edges would pile up on whichever interiors stayed up through a
+rolling restart. Moving is losing the old uplink: its unsettled deliveries go back to their
+senders as after a failure, to be resent, and nothing is lost.
 """
 
 from __future__ import annotations
@@ -35,8 +42,23 @@ class Edge:
         self.standby: list[Connection] = []
         self.proxies: dict[str, Link] = {}  # local mobile address -> proxy receiver
 
+    def rank(self, conn: Connection) -> int:
+        """`conn`'s place among the edge connectors: lower is preferred."""
+        edge_connectors = [c for c in self.router.connectors.items if c.config.role == "edge"]
+        if conn.connector in edge_connectors:
+            return edge_connectors.index(conn.connector)
+        return len(edge_connectors)  # its connector was removed: least preferred
+
     def connection_opened(self, conn: Connection) -> None:
-        if self.active is None:
+        active = self.active
+        if active is None:
+            self.activate(conn)
+        elif self.rank(conn) < self.rank(active):
+            log.info(
+                "edge.uplink_preferred", conn=conn.conn_id, peer=conn.host, previous=active.host
+            )
+            self.deactivate()
+            self.standby.append(active)
             self.activate(conn)
         else:
             self.standby.append(conn)
@@ -52,7 +74,20 @@ class Edge:
             "edge.uplink_lost", conn=conn.conn_id, peer=conn.host, standby=len(self.standby)
         )
         if self.standby:
-            self.activate(self.standby.pop(0))
+            best = min(self.standby, key=self.rank)
+            self.standby.remove(best)
+            self.activate(best)
+
+    def deactivate(self) -> None:
+        """Stop using the active uplink, leaving its connection open in reserve: its links are
+        detached, their deliveries resolved as for a lost uplink."""
+        assert self.active is not None and self.uplink is not None
+        router = self.router
+        for link in [self.uplink, *self.proxies.values()]:
+            router.detach(link)
+        lib.pn_session_close(self.session)
+        self.active = self.uplink = self.session = None
+        self.proxies.clear()
 
     def activate(self, conn: Connection) -> None:
         """Make `conn` the uplink: attach the default route, the edge's own address, and a

@@ -1,5 +1,6 @@
 """Edge routers against real interior routers: routing through the uplink, the `_edge/<id>`
-address space, multicast without duplicates, failover to a reserve uplink."""
+address space, multicast without duplicates, failover to a reserve uplink and back to the
+preferred one."""
 
 from __future__ import annotations
 
@@ -168,6 +169,33 @@ def test_edge_fails_over_to_its_reserve_uplink(tmp_path: Path, world: World) -> 
         sender.send_all(Message(body=i) for i in range(5))
         world.run_until(lambda: sender.all_settled() and len(consumer.messages) == 5, timeout=10)
         assert {t.outcome for t in sender.sent} == {"accepted"}
+
+
+def test_edge_moves_back_to_its_preferred_uplink_when_it_opens(
+    tmp_path: Path, world: World
+) -> None:
+    """The first connector is the planned uplink: an edge that had to start on its reserve
+    moves to it once it is up (as after that interior's restart), and traffic follows."""
+    a = interior(tmp_path, "A")
+    b = interior(tmp_path, "B", connect=a)
+    e1 = edge(tmp_path, "E1", [a, b])  # A preferred, B in reserve
+    with started(b, e1):
+        consumer = Receiver(world.connect(e1.url), "orders")
+        world.run_until(lambda: consumer.attached)
+        world.run_until(lambda: _local(world, b), timeout=10, what="E1 on its reserve uplink B")
+        with started(a):
+            world.run_until(
+                lambda: _local(world, a) and not _local(world, b),
+                timeout=15,
+                what="E1 back on its preferred uplink A",
+            )
+            assert "edge.uplink_preferred" in e1.log()
+            sender = Sender(world.connect(b.url), "orders")
+            world.run_until(lambda: sender.credit > 0, timeout=10, what="a route B -> A -> E1")
+            sender.send_all(Message(body=i) for i in range(5))
+            world.run_until(lambda: sender.all_settled() and len(consumer.messages) == 5)
+            assert {t.outcome for t in sender.sent} == {"accepted"}
+            assert consumer.bodies == list(range(5))
 
 
 def _local(world: World, router: RouterProcess) -> bool:
