@@ -252,9 +252,10 @@ def network(
     source: bool = False,
 ) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
     """Starts one fresh interior router per spec and waits until every router reaches every
-    other; yields the routers and each one's `router.node` view. Stops them all on the way
-    out, whatever happens. Router logs (JSON lines) go to `<log_dir>/<scenario>-<id>.log`,
-    appended to if `append`. `source`: the routers run their plain Python source."""
+    other at its shortest-path cost; yields the routers and each one's `router.node` view.
+    Stops them all on the way out, whatever happens. Router logs (JSON lines) go to
+    `<log_dir>/<scenario>-<id>.log`, appended to if `append`. `source`: the routers run their
+    plain Python source."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
     expected = shortest_costs(specs)
