@@ -69,7 +69,8 @@ from bench.one_router import (
     proc_cpu_seconds,
     proc_status_mib,
     process_router_modules,
-    shortfall_note,
+    rate_cells,
+    shortfall_notes,
     summary,
     verdict,
 )
@@ -671,17 +672,13 @@ def markdown(results: dict[str, Any]) -> str:
                 lines.append(f"| {name} | failed | | | | | | |")
                 notes.append(f"{name} failed: {s['error']}")
                 continue
-            t, lat, r = s["throughput"], s["latency"], s["routers"]
+            r = s["routers"]
             lines.append(
-                f"| {name} | {cell(t['msgs_per_s'])} | {cell(lat['offered_msgs_per_s'])} "
-                f"| {cell(lat['p50_us'])} | {cell(lat['p99_us'])} "
+                f"| {name} | {rate_cells(s)} "
                 f"| {_per_router(r, 'cpu_us_per_msg', 1)} | {_per_router(r, 'cpu_percent', 0)} "
                 f"| {_per_router(r, 'peak_rss_mib', 1)} |"
             )
-            for run_name, run in (("throughput", t), ("latency", lat)):
-                note = shortfall_note(name, run_name, s["settlement"], run)
-                if note:
-                    notes.append(note)
+            notes += shortfall_notes(name, s)
     if timings:
         what = {
             "reroute": "SIGKILL of B → first message C receives that was sent after the kill "

@@ -113,18 +113,33 @@ def latency_plan(full: Transfer, count: int, latency_seconds: float) -> tuple[fl
     return load, max(2, min(count, int(load * latency_seconds)))
 
 
-def shortfall_note(name: str, run_name: str, settlement: str, run: dict[str, Any]) -> str | None:
-    """A note for messages that did not arrive: pre-settled ones dropped, unsettled ones
-    released (or otherwise not accepted) back to the sender, which does not resend them."""
-    missing = run["messages"] - run["received"]
-    if missing <= 0:
-        return None
+def shortfall_notes(name: str, scenario: dict[str, Any]) -> list[str]:
+    """Notes for messages that did not arrive in a scenario's throughput and latency runs:
+    pre-settled ones dropped, unsettled ones released (or otherwise not accepted) back to the
+    sender, which does not resend them."""
     what = (
         "pre-settled messages dropped"
-        if settlement == "presettled"
+        if scenario["settlement"] == "presettled"
         else "unsettled messages not accepted (released; the bench does not resend them)"
     )
-    return f"{name}: {missing:,} of {run['messages']:,} {what} in the {run_name} run."
+    notes = []
+    for run_name in ("throughput", "latency"):
+        run = scenario[run_name]
+        missing = run["messages"] - run["received"]
+        if missing > 0:
+            notes.append(
+                f"{name}: {missing:,} of {run['messages']:,} {what} in the {run_name} run."
+            )
+    return notes
+
+
+def rate_cells(scenario: dict[str, Any]) -> str:
+    """The msgs/s, latency load, p50 and p99 cells of a scenario's table row."""
+    t, lat = scenario["throughput"], scenario["latency"]
+    return (
+        f"{cell(t['msgs_per_s'])} | {cell(lat['offered_msgs_per_s'])} "
+        f"| {cell(lat['p50_us'])} | {cell(lat['p99_us'])}"
+    )
 
 
 def summary(t: Transfer) -> dict[str, Any]:
@@ -357,17 +372,13 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {name} | failed | | | | | | | |")
             notes.append(f"{name} failed: {s['error']}")
             continue
-        t, lat, i = s["throughput"], s["latency"], s["intermediary"] or {}
+        i = s["intermediary"] or {}
         lines.append(
-            f"| {name} | {cell(t['msgs_per_s'])} | {cell(lat['offered_msgs_per_s'])} "
-            f"| {cell(lat['p50_us'])} | {cell(lat['p99_us'])} "
+            f"| {name} | {rate_cells(s)} "
             f"| {cell(i.get('cpu_us_per_msg'), 1)} | {cell(i.get('cpu_percent'))} "
             f"| {cell(i.get('idle_rss_mib'), 1)} | {cell(i.get('peak_rss_mib'), 1)} |"
         )
-        for run_name, r in (("throughput", t), ("latency", lat)):
-            note = shortfall_note(name, run_name, s["settlement"], r)
-            if note:
-                notes.append(note)
+        notes += shortfall_notes(name, s)
     targets = results["targets"]
     rate, idle = targets["router_unsettled_msgs_per_s"], targets["router_idle_rss_mib"]
     if rate["measured"] is not None or idle["measured"] is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,6 +12,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from router.config import ConfigError, validate_config
 
 STARTUP_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
@@ -133,6 +138,23 @@ class RouterProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def rewrite_config(self) -> None:
+        """Replace the config file with what `config` now says, as an operator's tool would
+        (a new file renamed over the old)."""
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.config))
+        os.replace(tmp, self.config_path)
+
+    def wait_log(self, pattern: str, timeout: float = 10.0) -> str:
+        """The first match of `pattern` in the log, once there."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(pattern, self.log())
+            if found:
+                return found.group(0)
+            assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{self.log()}"
+            time.sleep(0.02)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -362,3 +384,29 @@ class RouterNetwork:
             return True
 
         self.wait_until(known, timeout, f"{address!r} to be known at {names} on {consumers}")
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for an API server without authentication (kmock's emulator)."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "kmock",
+                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
+                "users": [{"name": "kmock", "user": {}}],
+                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
+            }
+        )
+    )
+    return path
+
+
+def config_error(data: dict[str, Any]) -> str:
+    """The one-line error a router configuration is refused with."""
+    with pytest.raises(ConfigError) as info:
+        validate_config(data)
+    message = str(info.value)
+    assert "\n" not in message
+    return message

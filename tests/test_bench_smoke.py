@@ -17,8 +17,12 @@ COUNT = 2_000
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return _python("-m", "bench", *args)
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bench", *args],
+        [sys.executable, *args],
         cwd=REPO_DIR,
         capture_output=True,
         text=True,
@@ -84,17 +88,10 @@ def test_chain_of_three_runs_and_renders(tmp_path: Path) -> None:
 def test_convergence_means_shortest_path_costs() -> None:
     """A network counts as converged only at its shortest-path costs: in the reroute square
     A reaches C through D (cost 4) before it learns the way through B (cost 2)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import json; from bench.network import SQUARE, shortest_costs; "
-            "print(json.dumps(shortest_costs(SQUARE)))",
-        ],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        timeout=25,
+    done = _python(
+        "-c",
+        "import json; from bench.network import SQUARE, shortest_costs; "
+        "print(json.dumps(shortest_costs(SQUARE)))",
     )
     assert done.returncode == 0, done.stderr
     costs = json.loads(done.stdout)

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import config_error
 from pydantic import ValidationError
 
 from router.config import (
@@ -21,14 +22,6 @@ from router.config import (
 
 def config(**sections: Any) -> dict[str, Any]:
     return {"router": {"id": "R1"}, **sections}
-
-
-def error_of(data: dict[str, Any]) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(data)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_only_an_id_gives_every_default() -> None:
@@ -157,19 +150,19 @@ def test_sasl_config_dir_with_its_config_file(tmp_path: Path) -> None:
 
 def test_sasl_config_dir_errors(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
-    assert error_of({"router": {"id": "R1", "saslConfigDir": str(missing)}}) == (
+    assert config_error({"router": {"id": "R1", "saslConfigDir": str(missing)}}) == (
         f"router.saslConfigDir: {str(missing)!r} does not exist"
     )
     a_file = tmp_path / "routernet.conf"
     a_file.write_text("mech_list: PLAIN\n")
-    assert error_of({"router": {"id": "R1", "saslConfigDir": str(a_file)}}) == (
+    assert config_error({"router": {"id": "R1", "saslConfigDir": str(a_file)}}) == (
         f"router.saslConfigDir: {str(a_file)!r} is not a directory"
     )
-    assert error_of({"router": {"id": "R1", "saslConfigDir": ""}}) == (
+    assert config_error({"router": {"id": "R1", "saslConfigDir": ""}}) == (
         "router.saslConfigDir: '' is not a directory (leave it out for Cyrus's default)"
     )
     named = {"id": "R1", "saslConfigDir": str(tmp_path), "saslConfigName": "qdrouterd"}
-    assert error_of({"router": named}) == (
+    assert config_error({"router": named}) == (
         f"router: saslConfigDir {str(tmp_path)!r} has no qdrouterd.conf"
         " (the Cyrus SASL config file named by saslConfigName)"
     )
@@ -196,7 +189,7 @@ def test_files_context_skips_only_the_file_checks(tmp_path: Path) -> None:
     assert cfg.listeners[0].ssl is cfg.sslProfiles[0]
     assert cfg.listeners[0].requireSsl is True
     assert cfg.router.saslConfigDir == missing
-    assert error_of(data) == (
+    assert config_error(data) == (
         f"router.saslConfigDir: {missing!r} does not exist;"
         f" sslProfiles[0].certFile: '{missing}/tls.crt' does not exist;"
         f" sslProfiles[0].privateKeyFile: '{missing}/tls.key' does not exist;"
@@ -213,7 +206,7 @@ def test_files_context_skips_only_the_file_checks(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["", "a b", "a/b", ".hidden"])
 def test_sasl_config_name_errors(name: str) -> None:
-    assert error_of({"router": {"id": "R1", "saslConfigName": name}}) == (
+    assert config_error({"router": {"id": "R1", "saslConfigName": name}}) == (
         f"router.saslConfigName: {name!r} is not a valid SASL config name (a file name without"
         " '.conf': non-empty, no whitespace, no '/', not starting with '.')"
     )
@@ -413,11 +406,11 @@ def test_valid_patterns(pattern: str) -> None:
     ],
 )
 def test_error_names_field_and_value(data: dict[str, Any], message: str) -> None:
-    assert error_of(data).startswith(message)
+    assert config_error(data).startswith(message)
 
 
 def test_several_errors_share_one_line() -> None:
-    message = error_of(config(listeners=[{"port": "abc", "role": "x"}], addresses=[{}]))
+    message = config_error(config(listeners=[{"port": "abc", "role": "x"}], addresses=[{}]))
     assert message.split("; ") == [
         """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
         "listeners[0].role: 'x' is invalid: input should be 'normal', 'inter-router', 'edge'"
@@ -427,7 +420,7 @@ def test_several_errors_share_one_line() -> None:
 
 
 def test_long_values_are_shortened() -> None:
-    message = error_of(config(listeners=[{"role": "x" * 500}]))
+    message = config_error(config(listeners=[{"role": "x" * 500}]))
     assert len(message) < 200
 
 
@@ -618,7 +611,7 @@ def test_router_timer_defaults_are_dispatchs() -> None:
     ],
 )
 def test_router_timer_errors(fields: dict[str, Any], message: str) -> None:
-    assert error_of({"router": {"id": "R1", **fields}}).startswith(message)
+    assert config_error({"router": {"id": "R1", **fields}}).startswith(message)
 
 
 def test_router_timers_can_be_tuned() -> None:
@@ -772,7 +765,7 @@ def test_listener_cost_for_inter_router() -> None:
     ],
 )
 def test_connector_and_role_errors(data: dict[str, Any], message: str) -> None:
-    assert error_of(data).startswith(message)
+    assert config_error(data).startswith(message)
 
 
 @pytest.mark.parametrize(
@@ -934,4 +927,4 @@ def test_in_and_out_routes_for_one_prefix_are_fine() -> None:
     ],
 )
 def test_link_route_errors(data: dict[str, Any], message: str) -> None:
-    assert error_of(data).startswith(message)
+    assert config_error(data).startswith(message)

@@ -8,8 +8,6 @@ receivers. tests/test_linkroute_broker.py does the same against a real broker.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -303,14 +301,6 @@ def test_links_are_routed_across_the_network_to_the_containers_router(
         world.run_until(lambda: len(broker.settled) == 9, what="accepts back at A")
 
 
-def rewrite(router: RouterProcess) -> None:
-    """Replace the router's config file with what `router.config` now says, as an operator's
-    tool would (a new file renamed over the old)."""
-    tmp = router.config_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(router.config))
-    os.replace(tmp, router.config_path)
-
-
 def wait_applied(router: RouterProcess, world: World, count: int) -> str:
     """The router's `count`-th applied change, waited for with the world stepping so that the
     connections already open stay answered."""
@@ -334,7 +324,7 @@ def test_link_routes_added_and_removed_by_a_config_file_change(
         client = world.connect(router.url)
 
         router.config["linkRoutes"] = ROUTES
-        rewrite(router)
+        router.rewrite_config()
         applied = wait_applied(router, world, 1)
         assert "linkRoute +prefix:queue direction:in" in applied
         assert "linkRoute +prefix:queue direction:out" in applied
@@ -347,7 +337,7 @@ def test_link_routes_added_and_removed_by_a_config_file_change(
         assert body_list(broker.received) == ["routed"]
 
         router.config["linkRoutes"] = []
-        rewrite(router)
+        router.rewrite_config()
         applied = wait_applied(router, world, 2)
         assert "linkRoute -prefix:queue direction:in" in applied
         # New links are the router's own again: a receiver attaches here, and a sender to it

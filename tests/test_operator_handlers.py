@@ -30,6 +30,7 @@ import aiohttp
 import kmock
 import kopf
 import pytest
+from harness import write_kubeconfig
 from router_operator import adapter, handlers
 from router_operator.cli import main as cli_main
 from router_operator.cli import parse_args
@@ -147,19 +148,7 @@ def cluster(kmock: Cluster, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> C
     """The emulator, with the operator's kubeconfig pointing at it (kopf's login and the
     reconciler's client both read it, as on a laptop)."""
     declare(kmock)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "kmock",
-                "clusters": [{"name": "kmock", "cluster": {"server": str(kmock.url)}}],
-                "users": [{"name": "kmock", "user": {}}],
-                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", str(kmock.url))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     return kmock

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from harness import RouterNetwork, RouterProcess, free_port
+from harness import RouterNetwork, RouterProcess, free_port, write_kubeconfig
 from router_operator.mesh import mesh_verdicts, pod_report
 from router_operator.planner import RouterDecl
 
@@ -281,19 +281,7 @@ async def test_routers_report_what_they_reach_on_their_pods(
     import aiohttp
 
     server = str(kmock.url).rstrip("/")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
-                "users": [{"name": "test", "user": {}}],
-                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "test"}}],
-                "current-context": "kmock",
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("POD_NAMESPACE", NS)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from clients import ACCEPTED, RELEASED, Management, World
-from harness import NETWORK_TIMERS, RouterProcess, free_port
+from harness import NETWORK_TIMERS, RouterProcess, free_port, write_kubeconfig
 from proton import Message
 
 from router.config import RouterConfig, validate_config
@@ -421,13 +421,10 @@ APPLY_TIMEOUT = 3.0  # the file is looked at every 0.5 s; a change is applied wi
 
 def rewrite(router: RouterProcess, atomic: bool = True) -> float:
     """Write the router's config file as `router.config` now says; returns when (wall clock)."""
-    text = json.dumps(router.config)
     if atomic:
-        tmp = router.config_path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, router.config_path)
+        router.rewrite_config()
     else:
-        router.config_path.write_text(text)
+        router.config_path.write_text(json.dumps(router.config))
     return time.time()
 
 
@@ -441,16 +438,6 @@ def log_time(line: str) -> float:
         - time.timezone
         + (int(millis) / 1000)
     )
-
-
-def wait_log(router: RouterProcess, pattern: str, timeout: float = APPLY_TIMEOUT) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = re.search(pattern, router.log())
-        if found:
-            return found.group(0)
-        assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{router.log()}"
-        time.sleep(0.02)
 
 
 def distribution(mgmt: Management, key: str) -> str | None:
@@ -485,7 +472,7 @@ def test_address_change_applies_without_restart(tmp_path: Path, world: World, at
             what="multicast to apply",
         )
         seen = time.time()
-        applied = wait_log(router, r".*event=config\.applied source=file .*")
+        applied = router.wait_log(r".*event=config\.applied source=file .*", APPLY_TIMEOUT)
         assert 'changes="address +prefix:news multicast"' in applied
         latency = log_time(applied) - written
         print(
@@ -554,11 +541,11 @@ def test_invalid_edit_keeps_the_running_config(tmp_path: Path, world: World) -> 
         receiver = client.receiver("news")
         router.config["addresses"] = [{"prefix": "news", "distribution": "everywhere"}]
         rewrite(router)
-        line = wait_log(router, r".*event=config\.invalid .*")
+        line = router.wait_log(r".*event=config\.invalid .*", APPLY_TIMEOUT)
         assert "source=file" in line
         assert "addresses[0].distribution: 'everywhere' is invalid" in line
         router.config_path.write_text("{not json")
-        wait_log(router, r".*event=config\.invalid .*invalid JSON.*")
+        router.wait_log(r".*event=config\.invalid .*invalid JSON.*", APPLY_TIMEOUT)
         # Still serving, on the old configuration.
         sender = client.sender("news")
         world.run_until(lambda: sender.credit > 0, what="credit")
@@ -575,7 +562,7 @@ def test_mode_change_needs_a_restart(tmp_path: Path, world: World) -> None:
         router.config["router"]["mode"] = "interior"
         router.config["addresses"] = [{"prefix": "x", "distribution": "multicast"}]
         rewrite(router)
-        line = wait_log(router, r".*event=config\.restart_required .*")
+        line = router.wait_log(r".*event=config\.restart_required .*", APPLY_TIMEOUT)
         assert "level=error" in line and "router.mode: 'standalone' -> 'interior'" in line
         mgmt = Management(world.connect(router.url))
         assert mgmt.router()["mode"] == "standalone"
@@ -588,13 +575,17 @@ def test_listeners_come_and_go(tmp_path: Path, world: World) -> None:
         extra = {"host": "127.0.0.1", "port": free_port()}
         router.config["listeners"].append(extra)
         rewrite(router)
-        wait_log(router, rf"event=listener\.started host=127\.0\.0\.1 port={extra['port']}")
+        router.wait_log(
+            rf"event=listener\.started host=127\.0\.0\.1 port={extra['port']}", APPLY_TIMEOUT
+        )
         url = f"amqp://127.0.0.1:{extra['port']}"
         client = world.connect(url)
         receiver = client.receiver("q")
         router.config["listeners"].pop()
         rewrite(router)
-        wait_log(router, rf"event=listener\.stopped host=127\.0\.0\.1 port={extra['port']}")
+        router.wait_log(
+            rf"event=listener\.stopped host=127\.0\.0\.1 port={extra['port']}", APPLY_TIMEOUT
+        )
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", extra["port"]), timeout=1).close()
         # The connection it accepted stays.
@@ -678,19 +669,7 @@ async def test_configmap_changes_apply_through_the_api(
     import aiohttp
 
     server = str(kmock.url).rstrip("/")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
-                "users": [{"name": "test", "user": {}}],
-                "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "test"}}],
-                "current-context": "kmock",
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
     for name, value in {
         "KUBECONFIG": str(kubeconfig),
         "ROUTERNET_CONFIGMAP": "routers",

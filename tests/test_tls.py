@@ -10,8 +10,6 @@ DNS entries and the CN only, so an IP literal must appear as a DNS entry to veri
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,12 +21,12 @@ from typing import Any
 
 import pytest
 from clients import Management, World
-from harness import NETWORK_TIMERS, RouterProcess
+from harness import NETWORK_TIMERS, RouterProcess, config_error
 from proton import Message, SSLDomain
 
 from router import tls
 from router.cli import main
-from router.config import ConfigError, config_schema, validate_config
+from router.config import config_schema, validate_config
 from router.pn import lib
 
 REPO = Path(__file__).resolve().parent.parent
@@ -374,23 +372,6 @@ def test_a_connector_verifies_the_host_name_unless_told_not_to(
 # ----- live changes --------------------------------------------------------------------------
 
 
-def rewrite(router: RouterProcess) -> None:
-    """Replace the router's config file with ``router.config``, as an operator would."""
-    tmp = router.config_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(router.config))
-    os.replace(tmp, router.config_path)
-
-
-def wait_log(router: RouterProcess, pattern: str, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = re.search(pattern, router.log())
-        if found:
-            return found.group(0)
-        assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{router.log()}"
-        time.sleep(0.02)
-
-
 def test_tls_is_added_live_and_a_profile_that_cannot_load_is_refused(
     tmp_path: Path, pki: Pki, world: World
 ) -> None:
@@ -398,8 +379,8 @@ def test_tls_is_added_live_and_a_profile_that_cannot_load_is_refused(
         # A plain listener starts TLS: connections it accepts from now on need it.
         router.config["sslProfiles"] = [server_profile(pki)]
         router.config["listeners"][1]["sslProfile"] = "server"
-        rewrite(router)
-        wait_log(router, r"config.applied .*sslProfile \+server")
+        router.rewrite_config()
+        router.wait_log(r"config.applied .*sslProfile \+server")
         secure = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
         assert try_connect(world, router.listener_url(1)).failed
 
@@ -407,16 +388,16 @@ def test_tls_is_added_live_and_a_profile_that_cannot_load_is_refused(
         junk = tmp_path / "junk.pem"
         junk.write_text("not a certificate\n")
         router.config["sslProfiles"][0]["certFile"] = str(junk)
-        rewrite(router)
-        wait_log(router, r"config.invalid .*cannot load certFile")
+        router.rewrite_config()
+        router.wait_log(r"config.invalid .*cannot load certFile")
         again = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
         round_trip(world, secure, again, "tls.live")
 
         # A changed profile: new connections get it, and the old one's domain is freed while
         # connections made with it go on (Proton counts its users).
         router.config["sslProfiles"][0] = server_profile(pki, protocols="TLSv1.2")
-        rewrite(router)
-        wait_log(router, r"config.applied .*sslProfile ~server")
+        router.rewrite_config()
+        router.wait_log(r"config.applied .*sslProfile ~server")
         newer = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
         round_trip(world, secure, newer, "tls.changed")
         rows = Management(newer).query("connection", ["sslProto"])
@@ -625,14 +606,6 @@ def config(pki: Pki, **sections: Any) -> dict[str, Any]:
     return {"router": {"id": "R1"}, "sslProfiles": [server_profile(pki)], **sections}
 
 
-def error_of(data: dict[str, Any]) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(data)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
-
-
 def test_defaults(pki: Pki) -> None:
     cfg = validate_config(
         config(
@@ -773,4 +746,4 @@ def test_validation_errors(pki: Pki, tmp_path: Path) -> None:
         ),
     ]
     for data, message in cases:
-        assert error_of(data).startswith(message), (data, error_of(data))
+        assert config_error(data).startswith(message), (data, config_error(data))
