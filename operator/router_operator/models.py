@@ -365,9 +365,12 @@ class RouterSpec(_Spec):
 
     rules: ClassVar[tuple[Rule, ...]] = (
         # A router process has one Cyrus SASL configuration, hence one user database.
+        # has(): the API server evaluates the rule against spec's default, {}, when the CRD is
+        # created, and listeners is not there (nested defaults are not filled in first).
         Rule(
             rule=(
-                "self.listeners.all(a, !has(a.saslUsersSecret) || self.listeners.all(b,"
+                "!has(self.listeners) || self.listeners.all(a, !has(a.saslUsersSecret)"
+                " || self.listeners.all(b,"
                 " !has(b.saslUsersSecret) || b.saslUsersSecret == a.saslUsersSecret))"
             ),
             message="all listeners with PLAIN must name the same saslUsersSecret",
