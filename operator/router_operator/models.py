@@ -83,7 +83,11 @@ class Rule:
 
     def cel(self) -> dict[str, str]:
         """The ``x-kubernetes-validations`` entry. Only ``rule`` and ``message``: the chart
-        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28."""
+        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28.
+
+        A rule reads an optional field only behind ``has()``, even one with a default: the API
+        server evaluates every rule against the schema's ``default`` values when the CRD is
+        created, as they are, without filling in the defaults nested in them (spec's ``{}``)."""
         return {"rule": self.rule, "message": self.message}
 
 
@@ -249,18 +253,29 @@ class RouterListener(_Spec):
             ),
             holds=lambda s: s.port not in RESERVED_PORTS,
         ),
+        # saslMechanisms and authenticatePeer have defaults, so stored listeners always have
+        # them; the rules still read them behind has(), absent meaning ANONYMOUS and false.
         Rule(
-            rule="!('PLAIN' in self.saslMechanisms) || has(self.saslUsersSecret)",
+            rule=(
+                "!(has(self.saslMechanisms) && 'PLAIN' in self.saslMechanisms)"
+                " || has(self.saslUsersSecret)"
+            ),
             message="PLAIN needs saslUsersSecret, the Secret holding the users' sasldb",
             holds=lambda s: "PLAIN" not in s.saslMechanisms or s.saslUsersSecret is not None,
         ),
         Rule(
-            rule="'PLAIN' in self.saslMechanisms || !has(self.saslUsersSecret)",
+            rule=(
+                "(has(self.saslMechanisms) && 'PLAIN' in self.saslMechanisms)"
+                " || !has(self.saslUsersSecret)"
+            ),
             message="saslUsersSecret is only used with PLAIN in saslMechanisms",
             holds=lambda s: "PLAIN" in s.saslMechanisms or s.saslUsersSecret is None,
         ),
         Rule(
-            rule="!self.authenticatePeer || self.saslMechanisms.exists(m, m != 'ANONYMOUS')",
+            rule=(
+                "!has(self.authenticatePeer) || !self.authenticatePeer"
+                " || (has(self.saslMechanisms) && self.saslMechanisms.exists(m, m != 'ANONYMOUS'))"
+            ),
             message="authenticatePeer requires a mechanism other than ANONYMOUS in saslMechanisms",
             holds=lambda s: not s.authenticatePeer or bool(set(s.saslMechanisms) - {"ANONYMOUS"}),
         ),
@@ -425,19 +440,21 @@ class RouterSpec(_Spec):
 class UndeliverablePolicy(_Spec):
     """What happens to a message for which no consumer exists."""
 
+    # action has a default (drop), so stored objects always have it; the rules still read it
+    # behind has(), absent meaning drop.
     rules: ClassVar[tuple[Rule, ...]] = (
         Rule(
-            rule="self.action != 'redirect' || has(self.fallbackAddress)",
+            rule="!has(self.action) || self.action != 'redirect' || has(self.fallbackAddress)",
             message="fallbackAddress is required when action is redirect",
             holds=lambda s: s.action != "redirect" or s.fallbackAddress is not None,
         ),
         Rule(
-            rule="self.action == 'redirect' || !has(self.fallbackAddress)",
+            rule="(has(self.action) && self.action == 'redirect') || !has(self.fallbackAddress)",
             message="fallbackAddress is only allowed when action is redirect",
             holds=lambda s: s.action == "redirect" or s.fallbackAddress is None,
         ),
         Rule(
-            rule="self.action == 'hold' || !has(self.holdTimeoutSeconds)",
+            rule="(has(self.action) && self.action == 'hold') || !has(self.holdTimeoutSeconds)",
             message="holdTimeoutSeconds is only allowed when action is hold",
             holds=lambda s: s.action == "hold" or s.holdTimeoutSeconds is None,
         ),
