@@ -14,6 +14,7 @@ import selectors
 import signal
 import socket
 import time
+import traceback
 from itertools import count
 from selectors import EVENT_READ, EVENT_WRITE
 from typing import Any, cast
@@ -343,17 +344,45 @@ class Router:
         handlers = self.handlers
         on_delivery = self.on_delivery
         delivery = lib.PN_DELIVERY
-        while True:
-            ev = peek(coll)
-            if not ev:
-                return
-            kind = etype(ev)
-            handler = on_delivery if kind == delivery else handlers.get(kind)  # most are deliveries
-            if handler is not None:
-                handler(conn, ev)
-                if conn.dead:
+        try:
+            while True:
+                ev = peek(coll)
+                if not ev:
                     return
+                kind = etype(ev)
+                handler = on_delivery if kind == delivery else handlers.get(kind)  # mostly these
+                if handler is not None:
+                    handler(conn, ev)
+                    if conn.dead:
+                        return
+                pop(coll)
+        except Exception as e:  # what one peer sent must not end the router
             pop(coll)
+            self.peer_failed(conn, e)
+
+    def peer_failed(self, conn: Connection, error: Exception) -> None:
+        """Handling what `conn` sent raised: close that connection with amqp:internal-error and
+        keep serving everyone else. The traceback goes to the log: it is a bug to fix."""
+        what = f"{type(error).__name__}: {error}"[:200]
+        log.error(
+            "connection.failed",
+            conn=conn.conn_id,
+            peer=conn.host,
+            container=conn.remote_container,
+            error=what,
+            traceback="".join(traceback.format_exception(error)),
+        )
+        if conn.dead:
+            return
+        set_condition(
+            lib.pn_connection_condition(conn.pn),
+            "amqp:internal-error",
+            f"router {self.id} could not handle what this connection sent ({what})",
+        )
+        try:
+            self.close_connection(conn)
+        except Exception:  # its state is suspect: drop it outright
+            self.teardown(conn)
 
     def housekeeping(self, now: float) -> None:
         if self.network is not None:

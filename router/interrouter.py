@@ -4,22 +4,29 @@ Speaks Qpid Dispatch's inter-router protocol version 1. The connector side of an
 connection attaches the links: one control link each way (capability `qd.router`) and one data
 link each way per priority 0..9 (capability `qd.router-data`), each priority in its own session;
 the listener side recognises them by capability and takes data links' priorities in the order
-they arrive, which is the order the connector creates them. Control messages (HELLO, RA, LSR,
-LSU, MAR, MAU) are small, rare and pre-settled, so they are decoded with `proton.Message`; the
-routing itself lives in `router/network/` (pure) and the forwarder.
+they arrive, which is the order the connector creates them. Capabilities go out as a single
+symbol, as Dispatch 1.19 sends them and the only form it accepts; any form is taken in, matched
+exactly (`qd.router` is a prefix of `qd.router-data`).
+
+Control messages (HELLO, RA, LSR, LSU, MAR, MAU) are small, rare and pre-settled, so they are
+decoded with `proton.Message` to be read, but relayed as the bytes that arrived with only the
+router annotations rewritten: Dispatch encodes the `opcode` application-property key as a
+symbol, which python-qpid-proton will not encode again. The routing itself lives in
+`router/network/` (pure) and the forwarder.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from proton import Array, symbol
 from proton import Message as ProtonMessage
-from proton import symbol
 
 from router.links import Link
 from router.log import get_logger
 from router.network import ControlPlane, ProtocolError, Routes, Timers
 from router.pn import data_get, data_put, lib
+from router.sections import MessageFormatError, read_annotations, rewrite, scan
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -31,8 +38,6 @@ CONTROL = symbol("qd.router")
 DATA = symbol("qd.router-data")
 PRIORITIES = 10
 HELLO_ADDRESS = "amqp:/_local/qdhello"
-TRACE = symbol("x-opt-qd.trace")
-INGRESS = symbol("x-opt-qd.ingress")
 
 
 class Neighbor:
@@ -96,7 +101,7 @@ class Network:
         name = f"qd{kind}.{direction}{suffix}.{self.me}".encode()
         p = lib.pn_receiver(session, name) if incoming else lib.pn_sender(session, name)
         for terminus in (lib.pn_link_source(p), lib.pn_link_target(p)):
-            data_put(lib.pn_terminus_capabilities(terminus), [capability])
+            data_put(lib.pn_terminus_capabilities(terminus), capability)
         lib.pn_link_set_snd_settle_mode(p, lib.PN_SND_MIXED)
         link = self.router.register_link(p, neighbor.conn, incoming)
         self.adopt(neighbor, link, capability, priority)
@@ -108,8 +113,9 @@ class Network:
         if neighbor is None:
             return False
         p = link.pn
-        caps = data_get(lib.pn_terminus_capabilities(lib.pn_link_remote_source(p))) or []
-        caps += data_get(lib.pn_terminus_capabilities(lib.pn_link_remote_target(p))) or []
+        caps = capabilities(lib.pn_link_remote_source(p)) + capabilities(
+            lib.pn_link_remote_target(p)
+        )
         if CONTROL in caps:
             capability = CONTROL
         elif DATA in caps:
@@ -192,10 +198,12 @@ class Network:
             opcode = props.get("opcode")
             if not isinstance(opcode, str) or not isinstance(msg.body, dict):
                 raise ProtocolError("control message without opcode or map body")
+            to = msg.address or ""
+            if not isinstance(to, str):
+                raise ProtocolError("control message 'to' is not a string")
         except Exception as e:  # undecodable input from a peer: log it, keep the connection
             log.warning("control.malformed", conn=link.conn.conn_id, error=str(e))
             return
-        to = msg.address or ""
         now = self.router.fwd.now
         if to == HELLO_ADDRESS:
             self.receive(link.conn, opcode, msg.body, now)
@@ -203,11 +211,11 @@ class Network:
         target = topo_router(to)
         if target == "all":
             self.receive(link.conn, opcode, msg.body, now)
-            self.flood(msg, exclude=trace_ids(msg))
+            self.flood(data)
         elif target == self.me or target is None:
             self.receive(link.conn, opcode, msg.body, now)
         else:
-            self.forward(msg, target)
+            self.forward(data, target)
 
     def receive(self, conn: Connection, opcode: str, body: dict[Any, Any], now: float) -> None:
         try:
@@ -223,13 +231,12 @@ class Network:
             self.emit(neighbor.control_out, self.message(HELLO_ADDRESS, "HELLO", body))
 
     def send(self, address: str, opcode: str, body: dict[str, Any]) -> None:
-        msg = self.message(address, opcode, body)
+        data = self.message(address, opcode, body)
         target = topo_router(address)
         if target == "all":
-            msg.annotations = {INGRESS: f"0/{self.me}", TRACE: [f"0/{self.me}"]}
-            self.flood(msg, exclude=set())
+            self.flood(data)
         elif target is not None:
-            self.forward(msg, target)
+            self.forward(data, target)
 
     def topology_changed(self, routes: Routes) -> None:
         previous = self.ids
@@ -259,29 +266,53 @@ class Network:
 
     # ----- sending -------------------------------------------------------------------------
 
-    def message(self, address: str, opcode: str, body: dict[str, Any]) -> ProtonMessage:
-        return ProtonMessage(address=address, properties={"opcode": opcode}, body=body)
+    def message(self, address: str, opcode: str, body: dict[str, Any]) -> bytes:
+        msg = ProtonMessage(address=address, properties={"opcode": opcode}, body=body)
+        return bytes(msg.encode())
 
-    def flood(self, msg: ProtonMessage, exclude: set[str]) -> None:
+    def flood(self, data: bytes | bytearray) -> None:
         """Send to every neighbor not already in the message's trace, adding ourselves to it."""
-        annotations = dict(msg.annotations or {})
-        annotations[TRACE] = [*annotations.get(TRACE, []), f"0/{self.me}"]
-        annotations.setdefault(INGRESS, f"0/{self.me}")
-        msg.annotations = annotations
+        relayed = self.relayed(data)
+        if relayed is None:
+            return
+        out, exclude = relayed
         for neighbor in self.neighbors.values():
             rid = self.ids.get(neighbor.conn)
             if neighbor.control_out is not None and (rid is None or rid not in exclude):
-                self.emit(neighbor.control_out, msg)
+                self.emit(neighbor.control_out, out)
 
-    def forward(self, msg: ProtonMessage, router_id: str) -> None:
+    def forward(self, data: bytes | bytearray, router_id: str) -> None:
         neighbor = self.next_hop(router_id)
-        if neighbor is None or neighbor.control_out is None:
-            log.debug("control.unroutable", to=msg.address)
+        relayed = self.relayed(data)
+        if neighbor is None or neighbor.control_out is None or relayed is None:
+            log.debug("control.unroutable", to=router_id)
             return
-        self.emit(neighbor.control_out, msg)
+        self.emit(neighbor.control_out, relayed[0])
 
-    def emit(self, link: Link, msg: ProtonMessage) -> None:
-        self.router.send_control(link, bytes(msg.encode()))
+    def relayed(self, data: bytes | bytearray) -> tuple[bytes, frozenset[str]] | None:
+        """The message as it leaves this router (ingress set if absent, this router appended to
+        the trace, every other byte as it came) and the routers already in its trace; None, and
+        a log line, if its annotations do not parse. A trace that is not a list reads as none,
+        as on the data path."""
+        try:
+            s = scan(data)
+            ann = read_annotations(data, s)
+            out = rewrite(
+                data,
+                s,
+                ingress=ann.ingress or f"0/{self.me}",
+                trace=[*(ann.trace or ()), f"0/{self.me}"],
+                to=ann.to,
+                phase=ann.phase,
+                read=ann,
+            )
+        except MessageFormatError as e:
+            log.warning("control.malformed", error=str(e))
+            return None
+        return out, ann.routers
+
+    def emit(self, link: Link, data: bytes) -> None:
+        self.router.send_control(link, data)
 
     # ----- views ---------------------------------------------------------------------------
 
@@ -316,6 +347,11 @@ def topo_router(address: str) -> str | None:
     return None
 
 
-def trace_ids(msg: ProtonMessage) -> set[str]:
-    trace = (msg.annotations or {}).get(TRACE) or []
-    return {t.split("/", 1)[-1] for t in trace if isinstance(t, str)}
+def capabilities(terminus: Any) -> list[Any]:
+    """A terminus's capabilities in whatever form they came: one symbol, a list or an array."""
+    caps = data_get(lib.pn_terminus_capabilities(terminus))
+    if isinstance(caps, Array):
+        return list(caps.elements)
+    if isinstance(caps, list | tuple):
+        return list(caps)
+    return [] if caps is None else [caps]
