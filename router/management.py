@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from http import HTTPStatus
 from typing import Any, NamedTuple
+from uuid import UUID
 
 import proton
 
@@ -284,6 +285,21 @@ _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attr
 _SELF_ROW = {"name": "self", "identity": "self", "type": MANAGEMENT}
 
 
+def _correlation(request: proton.Message) -> Any:
+    """The reply's correlation-id: the request's correlation-id, else its message-id (AMQP
+    Management; Dispatch's agents copy only the correlation-id and answer null without one), of
+    the same AMQP type. Proton hands a binary id over as a memoryview into the request's own
+    buffer, which it would encode as null: copy it into bytes, which stay binary."""
+    correlation = request.correlation_id
+    if correlation is None:
+        correlation = request.id
+    if isinstance(correlation, memoryview):
+        return correlation.tobytes()
+    if correlation is None or isinstance(correlation, (bytes, str, int, UUID)):
+        return correlation
+    return None
+
+
 class _Failure(Exception):
     def __init__(self, status: HTTPStatus, description: str) -> None:
         super().__init__(description)
@@ -359,30 +375,30 @@ class Agent:
     def handle(self, request: proton.Message) -> proton.Message | None:
         """The response to `request`, or None when it has no reply-to (nothing can be answered;
         Dispatch drops such requests too). Never raises: failures become error responses."""
-        if not request.reply_to:
+        reply_to = request.reply_to
+        if not reply_to:
             return None
+        correlation = _correlation(request)
         try:
-            response = self._response(request, HTTPStatus.OK, "OK", self._perform(request))
+            body = self._perform(request)
+            response = self._response(reply_to, correlation, HTTPStatus.OK, "OK", body)
             # Encode now so that a row value AMQP cannot carry is reported to the client as a
             # 500 rather than failing later in the engine and leaving the client waiting.
             response.encode()
             return response
         except _Failure as failure:
-            return self._response(request, failure.status, failure.description, {})
+            status, description = failure.status, failure.description
         except Exception as error:
+            status = HTTPStatus.INTERNAL_SERVER_ERROR
             description = f"{type(error).__name__}: {error}"
-            return self._response(request, HTTPStatus.INTERNAL_SERVER_ERROR, description, {})
+        return self._response(reply_to, correlation, status, description, {})
 
     @staticmethod
     def _response(
-        request: proton.Message, status: HTTPStatus, description: str, body: Any
+        reply_to: str, correlation: Any, status: HTTPStatus, description: str, body: Any
     ) -> proton.Message:
-        # AMQP Management: correlate by the request's correlation-id, else its message-id.
-        correlation = request.correlation_id
-        if correlation is None:
-            correlation = request.id
         return proton.Message(
-            address=request.reply_to,
+            address=reply_to,
             correlation_id=correlation,
             properties={"statusCode": proton.int32(status), "statusDescription": description},
             body=body,

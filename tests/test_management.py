@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from typing import Any
+from uuid import UUID
 
 import proton
 import pytest
@@ -477,3 +478,49 @@ def test_correlation() -> None:
     assert call(agent, message).correlation_id == 42
     message.id = None
     assert call(agent, message).correlation_id is None
+
+
+def wire_id(value: Any) -> tuple[type, Any]:
+    """An id as a client decodes it: proton gives binary ids as memoryviews, which tell binary
+    apart from the other three message-id types (ulong as int, uuid, string)."""
+    if isinstance(value, memoryview):
+        return bytes, value.tobytes()
+    return type(value), value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"\x00\x01bin", b"", "req-1", "", 0, 7, 2**64 - 1, UUID(int=0x1234)],
+    ids=[
+        "binary",
+        "empty-binary",
+        "string",
+        "empty-string",
+        "ulong0",
+        "ulong",
+        "ulong-max",
+        "uuid",
+    ],
+)
+@pytest.mark.parametrize("field", ["correlation_id", "id"])
+def test_correlation_keeps_its_amqp_type(field: str, value: Any) -> None:
+    """The reply's correlation-id is the request's correlation-id (else message-id), value and
+    type: a client matching replies by a binary id must find it binary (proton decodes it as a
+    memoryview, which it would encode as null)."""
+    for operation, code in (("GET-MGMT-NODES", 200), ("bogus", 501)):
+        message = proton.Message(reply_to=REPLY_TO, properties={"operation": operation})
+        setattr(message, field, value)
+        received = proton.Message()
+        received.decode(message.encode())
+        response = call(make_agent(), received)
+        assert status(response) == code
+        assert wire_id(response.correlation_id) == (type(value), value)
+
+
+def test_correlation_id_wins_over_message_id() -> None:
+    message = proton.Message(
+        reply_to=REPLY_TO, id=b"mid", correlation_id=b"cid", properties={"operation": "READ"}
+    )
+    received = proton.Message()
+    received.decode(message.encode())
+    assert wire_id(call(make_agent(), received).correlation_id) == (bytes, b"cid")
