@@ -8,7 +8,7 @@ message it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -285,6 +285,56 @@ _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attr
 _SELF_ROW = {"name": "self", "identity": "self", "type": MANAGEMENT}
 
 
+# Bounds on what one request may ask for and on what is quoted back. Proton's codec holds at most
+# 65,535 values per section (pn_data's node index is 16 bits): it silently drops the rest of a
+# bigger request section on decode and fails to encode a bigger reply, so QUERY checks the size
+# of its answer before building it. Descriptions quote input only briefly and stay one short line.
+MAX_VALUES = 65535
+MAX_ATTRIBUTE_NAMES = 1000
+MAX_NAME_LENGTH = 256
+QUOTE_LENGTH = 40
+MAX_DESCRIPTION = 300
+_TOO_LARGE = (
+    "Reply too large to encode: {} exceed the {} AMQP values a reply may hold; ask for"
+    " fewer rows ('count') or fewer 'attributeNames'"
+)
+
+
+def _quote(value: object) -> str:
+    """`value` as a description may quote it: strings and scalars briefly, containers and
+    binaries by size, never whole."""
+    if isinstance(value, str):
+        text = repr(str(value[:QUOTE_LENGTH]))
+        return text + "..." if len(value) > QUOTE_LENGTH else text
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        size = value.nbytes if isinstance(value, memoryview) else len(value)
+        return f"binary of {size} bytes"
+    if isinstance(value, dict):
+        return f"a map of {len(value)} entries"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} items"
+    if isinstance(value, proton.Array):
+        return f"an array of {len(value.elements)} items"
+    if isinstance(value, proton.Described):
+        return "a described value"
+    if value is None or isinstance(value, (bool, int, float, UUID)):
+        text = repr(value)
+    else:
+        text = type(value).__name__
+    return text if len(text) <= QUOTE_LENGTH else text[:QUOTE_LENGTH] + "..."
+
+
+def _clip(text: str) -> str:
+    """A name or identity as Dispatch's descriptions show it (unquoted), cut short."""
+    return text if len(text) <= QUOTE_LENGTH else text[:QUOTE_LENGTH] + "..."
+
+
+def _one_line(text: str) -> str:
+    """A status description: one line of at most MAX_DESCRIPTION characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_DESCRIPTION else line[: MAX_DESCRIPTION - 3] + "..."
+
+
 def _correlation(request: proton.Message) -> Any:
     """The reply's correlation-id: the request's correlation-id, else its message-id (AMQP
     Management; Dispatch's agents copy only the correlation-id and answer null without one), of
@@ -298,6 +348,57 @@ def _correlation(request: proton.Message) -> Any:
     if correlation is None or isinstance(correlation, (bytes, str, int, UUID)):
         return correlation
     return None
+
+
+def _count_values(value: object, limit: int) -> int:
+    """How many AMQP values proton needs to encode `value`, counting no further than `limit`+1."""
+    count = 0
+    stack = [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            for key, member in item.items():
+                stack += (key, member)
+        elif isinstance(item, (list, tuple)):
+            stack += item
+        elif isinstance(item, proton.Described):
+            stack += (item.descriptor, item.value)
+        elif isinstance(item, proton.Array):
+            count += len(item.elements)
+    return count
+
+
+def _cells(body: Any) -> Iterator[tuple[str, Any]]:
+    """The values of a reply body, each with where it sits: a QUERY's by attribute and row, a
+    READ's by attribute."""
+    if isinstance(body, dict) and isinstance(body.get("results"), list):
+        names = body.get("attributeNames") or []
+        for i, row in enumerate(body["results"]):
+            for name, value in zip(names, row, strict=False):
+                yield f"attribute {_quote(name)} of row {i}", value
+    elif isinstance(body, dict):
+        for key, value in body.items():
+            yield f"attribute {_quote(key)}", value
+    elif isinstance(body, list):
+        for i, value in enumerate(body):
+            yield f"item {i}", value
+    else:
+        yield "the body", body
+
+
+def _unencodable(body: Any) -> str:
+    """Why proton could not encode a reply with `body`, as a clear one-line description."""
+    if _count_values(body, MAX_VALUES) > MAX_VALUES:
+        return _TOO_LARGE.format("its values", MAX_VALUES)
+    for where, value in _cells(body):
+        data = proton.Data()
+        try:
+            data.put_object(value)
+        except Exception:
+            kind = type(value).__name__
+            return f"Reply cannot be encoded: {where} is a {kind}, which AMQP cannot carry"
+    return "Reply cannot be encoded as AMQP"
 
 
 class _Failure(Exception):
@@ -318,7 +419,7 @@ def _resolve(name: object) -> str:
         for candidate in (name, PREFIX + name):
             if candidate in _TYPES:
                 return candidate
-    raise _Failure(HTTPStatus.BAD_REQUEST, f"No such entity type {name!r}")
+    raise _Failure(HTTPStatus.BAD_REQUEST, f"No such entity type {_quote(name)}")
 
 
 def _complete(entity_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,7 +437,7 @@ def _complete(entity_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
 def _integer(properties: Mapping[str, Any], key: str) -> int | None:
     value = properties.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise _Failure(HTTPStatus.BAD_REQUEST, f"'{key}' must be an integer, got {value!r}")
+        raise _Failure(HTTPStatus.BAD_REQUEST, f"'{key}' must be an integer, got {_quote(value)}")
     return value
 
 
@@ -382,9 +483,13 @@ class Agent:
         try:
             body = self._perform(request)
             response = self._response(reply_to, correlation, HTTPStatus.OK, "OK", body)
-            # Encode now so that a row value AMQP cannot carry is reported to the client as a
-            # 500 rather than failing later in the engine and leaving the client waiting.
-            response.encode()
+            # Encode now so that a reply AMQP cannot carry (too big, or a row value of a type it
+            # has no encoding for) is answered with a 500 rather than failing later in the engine
+            # and leaving the client waiting.
+            try:
+                response.encode()
+            except Exception:
+                raise _Failure(HTTPStatus.INTERNAL_SERVER_ERROR, _unencodable(body)) from None
             return response
         except _Failure as failure:
             status, description = failure.status, failure.description
@@ -400,7 +505,10 @@ class Agent:
         return proton.Message(
             address=reply_to,
             correlation_id=correlation,
-            properties={"statusCode": proton.int32(status), "statusDescription": description},
+            properties={
+                "statusCode": proton.int32(status),
+                "statusDescription": _one_line(description),
+            },
             body=body,
         )
 
@@ -412,8 +520,11 @@ class Agent:
         if operation is None:
             raise _Failure(HTTPStatus.BAD_REQUEST, "No 'operation' property")
         if not isinstance(operation, str):
-            raise _Failure(HTTPStatus.BAD_REQUEST, f"'operation' must be a string: {operation!r}")
+            raise _Failure(
+                HTTPStatus.BAD_REQUEST, f"'operation' must be a string, got {_quote(operation)}"
+            )
         operation = operation.upper()
+        shown = _quote(operation)
         node_operation = self._node_operations.get(operation)
         if node_operation is not None:
             return node_operation(properties, request.body)
@@ -422,11 +533,11 @@ class Agent:
         if operation in ("CREATE", "UPDATE", "DELETE"):
             raise _Failure(
                 HTTPStatus.NOT_IMPLEMENTED,
-                f"Operation '{operation}' not implemented: Routernet's management is read-only",
+                f"Operation {shown} not implemented: Routernet's management is read-only",
             )
         raise _Failure(
             HTTPStatus.NOT_IMPLEMENTED,
-            f"Operation '{operation}' not implemented for '{MANAGEMENT}' {list(_NODE_OPERATIONS)}",
+            f"Operation {shown} not implemented for '{MANAGEMENT}' {list(_NODE_OPERATIONS)}",
         )
 
     def _types_under(self, base: str | None) -> list[str]:
@@ -458,6 +569,14 @@ class Agent:
         rows = [(t, row) for t in self._types_under(entity_type) for row in self._rows(t)]
         # Dispatch's C agent stands for a missing count with -1; any negative count means all.
         page = rows[offset:] if count is None or count < 0 else rows[offset : offset + count]
+        # The answer holds at least its map, two keys, two lists, the names and a list per row
+        # with a value per name: refuse before building what proton could never encode.
+        least = 5 + len(names) + len(page) * (1 + len(names))
+        if least > MAX_VALUES:
+            raise _Failure(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                _TOO_LARGE.format(f"{len(page)} rows of {len(names)} attributes", MAX_VALUES),
+            )
         results = []
         for t, row in page:
             full = _complete(t, row)
@@ -470,44 +589,73 @@ class Agent:
         A name the type lacks comes back as null rather than failing the query, as Dispatch's
         C agent does, so tools of other Dispatch versions can probe for optional attributes."""
         if body is not None and not isinstance(body, dict):
-            raise _Failure(HTTPStatus.BAD_REQUEST, f"QUERY body must be a map, got {body!r}")
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"QUERY body must be a map, got {_quote(body)}")
         requested = (body or {}).get("attributeNames")
-        if requested is not None and (
-            not isinstance(requested, list) or not all(isinstance(n, str) for n in requested)
-        ):
+        if requested is None:
+            requested = []
+        if not isinstance(requested, list):
             raise _Failure(
-                HTTPStatus.BAD_REQUEST, f"'attributeNames' must be a list of strings: {requested!r}"
+                HTTPStatus.BAD_REQUEST,
+                f"'attributeNames' must be a list of strings, got {_quote(requested)}",
             )
+        # Of a longer list proton delivers only what fits in MAX_VALUES, silently: the count
+        # told is what arrived.
+        if len(requested) > MAX_ATTRIBUTE_NAMES:
+            raise _Failure(
+                HTTPStatus.BAD_REQUEST,
+                f"'attributeNames' lists {len(requested)} names; at most {MAX_ATTRIBUTE_NAMES}",
+            )
+        for name in requested:
+            if not isinstance(name, str):
+                raise _Failure(
+                    HTTPStatus.BAD_REQUEST,
+                    f"'attributeNames' must be a list of strings, not of {_quote(name)}",
+                )
+            if len(name) > MAX_NAME_LENGTH:
+                raise _Failure(
+                    HTTPStatus.BAD_REQUEST,
+                    f"Attribute name {_quote(name)} is longer than {MAX_NAME_LENGTH} characters",
+                )
         if requested:
             return list(requested)
         return list(_ALL_ATTRIBUTES if entity_type is None else _TYPES[entity_type].attributes)
 
     def _read(self, properties: Mapping[str, Any]) -> dict[str, Any]:
         """Find one entity by identity (or name, if no identity is given), as Dispatch does."""
-        ids = {k: properties[k] for k in ("identity", "name") if properties.get(k) is not None}
+        ids: dict[str, str] = {}
+        for k in ("identity", "name"):
+            value = properties.get(k)
+            if value is None:
+                continue
+            # Names and identities are strings; a bare integer identity is taken as its digits.
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise _Failure(
+                    HTTPStatus.BAD_REQUEST, f"'{k}' must be a string, got {_quote(value)}"
+                )
+            ids[k] = str(value) if isinstance(value, str) else str(int(value))
         requested = properties.get("type")
         entity_type = _resolve(requested) if requested else None
         if not ids:
             if entity_type is None or _is_a(MANAGEMENT, entity_type):
                 return dict(_SELF_ROW)
             raise _Failure(HTTPStatus.BAD_REQUEST, f"{entity_type}: No name or identity provided")
-        described = " ".join(f"{k}={v}" for k, v in ids.items())
+        described = " ".join(f"{k}={_clip(v)}" for k, v in ids.items())
         key, value = next(iter(ids.items()))
         found = []
         for t in self._types_under(entity_type):
             for row in self._rows(t):
                 full = _complete(t, row)
-                if full[key] is not None and str(full[key]) == str(value):
+                if full[key] is not None and str(full[key]) == value:
                     found.append((t, full))
         if not found:
             raise _Failure(HTTPStatus.NOT_FOUND, f"No entity with {described}")
         if len(found) > 1:
             raise _Failure(
                 HTTPStatus.BAD_REQUEST,
-                f"{len(found)} entities with {key}={value}; give 'type' to choose one",
+                f"{len(found)} entities with {key}={_clip(value)}; give 'type' to choose one",
             )
         t, full = found[0]
-        if any(str(full[k]) != str(v) for k, v in ids.items()):
+        if any(str(full[k]) != v for k, v in ids.items()):
             raise _Failure(HTTPStatus.BAD_REQUEST, f"Conflicting {described}")
         return {name: full.get(name) for name in _TYPES[t].attributes}
 

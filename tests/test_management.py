@@ -9,10 +9,12 @@ SyncRequestResponse, a dynamic `reply_to` and a string correlation id, with no `
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 from typing import Any
 from uuid import UUID
 
+import amqp_raw
 import proton
 import pytest
 from clients import QDSTAT_G
@@ -24,6 +26,7 @@ from router.management import (
     LINK,
     LISTENER,
     MANAGEMENT,
+    MAX_DESCRIPTION,
     NODE,
     ROUTER,
     Agent,
@@ -524,3 +527,129 @@ def test_correlation_id_wins_over_message_id() -> None:
     received = proton.Message()
     received.decode(message.encode())
     assert wire_id(call(make_agent(), received).correlation_id) == (bytes, b"cid")
+
+
+# ----- bounds: big or odd input, replies too big to encode ----------------------------------
+
+
+def raw_request(data: bytes) -> proton.Message:
+    received = proton.Message()
+    received.decode(data)
+    return received
+
+
+def described_status(response: proton.Message) -> tuple[int, str]:
+    code = status(response)
+    description = response.properties["statusDescription"]
+    assert description and "\n" not in description
+    assert len(description) <= MAX_DESCRIPTION, description
+    return code, description
+
+
+def test_million_attribute_names_are_refused_promptly() -> None:
+    """A million names reach the agent as the 65,532 proton keeps of them (it drops the rest of
+    a section beyond 65,535 values); before, the agent answered 500 'DataException: [-10]: None',
+    failing to encode the echo of them all."""
+    names = amqp_raw.repeated_list(amqp_raw.string("identity"), 1_000_000)
+    body = amqp_raw.map_([(amqp_raw.string("attributeNames"), names)])
+    message = raw_request(amqp_raw.request("QUERY", REPLY_TO, amqp_raw.binary(b"q"), body))
+    started = time.monotonic()
+    response = call(make_agent(), message)
+    assert time.monotonic() - started < 1
+    code, description = described_status(response)
+    assert code == 400
+    assert "'attributeNames' lists 65532 names; at most 1000" in description
+    assert wire_id(response.correlation_id) == (bytes, b"q")
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "quoted"),
+    [
+        ({"attributeNames": ["identity"] * 1001}, 400, "lists 1001 names"),
+        ({"attributeNames": ["x" * 257]}, 400, "'xxxxxxxx"),
+        ({"attributeNames": list(range(60000))}, 400, "lists 60000 names"),
+        ({"attributeNames": ["name", 7]}, 400, "not of 7"),
+        ({"attributeNames": {"a": 1}}, 400, "got a map of 1 entries"),
+        (list(range(60000)), 400, "got a list of 60000 items"),
+        ("y" * 1_000_000, 400, "got 'yyyy"),
+        (b"z" * 1_000_000, 400, "got binary of 1000000 bytes"),
+    ],
+)
+def test_odd_and_oversized_query_bodies(body: Any, code: int, quoted: str) -> None:
+    response = call(make_agent(), node_request(body, operation="QUERY", entityType=LINK))
+    assert described_status(response)[0] == code
+    assert quoted in response.properties["statusDescription"]
+    assert response.body == {}
+
+
+@pytest.mark.parametrize(
+    ("properties", "code"),
+    [
+        ({"operation": "X" * 1_000_000}, 501),
+        ({"operation": "QUERY", "entityType": "t" * 1_000_000}, 400),
+        ({"operation": "QUERY", "entityType": ["router"] * 50000}, 400),
+        ({"operation": "QUERY", "entityType": ROUTER, "count": "9" * 1000}, 400),
+        ({"operation": "READ", "type": LINK, "identity": "i" * 1_000_000}, 404),
+        ({"operation": "READ", "type": LINK, "identity": ["1"] * 50000}, 400),
+        ({"operation": "READ", "type": LINK, "name": {"a": "b"}}, 400),
+        ({"operation": "READ", "type": LINK, "identity": b"1"}, 400),
+        ({"operation": b"QUERY"}, 400),
+    ],
+)
+def test_oversized_and_odd_properties_are_quoted_briefly(
+    properties: dict[str, Any], code: int
+) -> None:
+    response = call(make_agent(), request(**properties))
+    assert described_status(response)[0] == code
+
+
+@pytest.mark.parametrize("identity", [2, proton.ulong(2), proton.int32(2)])
+def test_read_accepts_an_integer_identity(identity: int) -> None:
+    response = call(make_agent(), request(operation="READ", type=LINK, identity=identity))
+    assert status(response) == 200
+    assert response.body["name"] == "link-2"
+
+
+def test_query_too_large_to_encode_is_refused_before_building_it() -> None:
+    """40,000 links of 29 attributes make a reply proton cannot encode (65,535 values at most):
+    a clear 500 telling the client to page, as qdstat does with count=500."""
+    agent = make_agent(links=40_000)
+    response = call(agent, node_request(operation="QUERY", entityType=LINK))
+    code, description = described_status(response)
+    assert code == 500
+    assert description.startswith("Reply too large to encode: 40000 rows of 29 attributes")
+    assert "'count'" in description
+    assert len(query(agent, LINK, offset=500, count=500)["results"]) == 500
+
+
+def test_reply_too_large_for_its_row_values() -> None:
+    """The size check before building counts one value per attribute; bigger values are caught
+    when the reply is encoded, with the same clear description."""
+    histogram = list(range(70_000))
+    agent = make_agent(**{LINK: lambda: [{"identity": "1", "ingressHistogram": histogram}]})
+    response = call(agent, node_request(operation="QUERY", entityType=LINK))
+    code, description = described_status(response)
+    assert code == 500
+    assert description.startswith("Reply too large to encode: its values exceed the 65535")
+
+
+def test_unencodable_row_value_is_named() -> None:
+    agent = make_agent(**{LINK: lambda: [{"identity": "1", "capacity": object()}]})
+    response = call(agent, node_request(operation="QUERY", entityType=LINK))
+    assert described_status(response) == (
+        500,
+        "Reply cannot be encoded: attribute 'capacity' of row 0 is a object,"
+        " which AMQP cannot carry",
+    )
+    read = call(agent, request(operation="READ", type=LINK, identity="1"))
+    assert described_status(read)[1].startswith("Reply cannot be encoded: attribute 'capacity'")
+
+
+def test_failing_provider_is_described_on_one_short_line() -> None:
+    def broken() -> list[dict[str, Any]]:
+        raise RuntimeError("link table locked\n" + "detail " * 1000)
+
+    response = call(make_agent(**{LINK: broken}), node_request(operation="QUERY", entityType=LINK))
+    code, description = described_status(response)
+    assert code == 500
+    assert description.startswith("RuntimeError: link table locked detail")
