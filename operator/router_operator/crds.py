@@ -290,8 +290,19 @@ def _field_model(kind: type[CustomResource], field: str) -> type[BaseModel]:
     return annotation
 
 
+def _metadata_schema(kind: type[CustomResource]) -> dict[str, Any]:
+    """``metadata`` as a CRD may state it: an object, whose name alone (with generateName) a
+    structural schema may constrain; the API server checks the name against it and reports a
+    bad one at ``metadata.name``. The kind's metadata model says whether it does."""
+    name = structural(model_schema(_field_model(kind, "metadata")))["properties"]["name"]
+    if name == {"type": "string"}:
+        return {"type": "object"}
+    return {"type": "object", "properties": {"name": name}}
+
+
 def open_api_schema(kind: type[CustomResource]) -> dict[str, Any]:
-    """The CRD's ``openAPIV3Schema`` for one kind."""
+    """The CRD's ``openAPIV3Schema`` for one kind. No CEL rule sits on the root: the API server
+    would report it at ``<nil>`` (see :meth:`router_operator.models.Rule.cel`)."""
     spec = structural(model_schema(_field_model(kind, "spec")))
     status = _strip_defaults(structural(model_schema(_field_model(kind, "status"))))
     if not kind.spec_required:
@@ -303,15 +314,13 @@ def open_api_schema(kind: type[CustomResource]) -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "metadata": _metadata_schema(kind),
             "spec": spec,
             "status": status,
         },
     }
     if kind.spec_required:
         root["required"] = ["spec"]
-    if kind.root_rules:
-        root["x-kubernetes-validations"] = [rule.cel() for rule in kind.root_rules]
     return _ordered(root)
 
 

@@ -83,12 +83,24 @@ class Rule:
 
     def cel(self) -> dict[str, str]:
         """The ``x-kubernetes-validations`` entry. Only ``rule`` and ``message``: the chart
-        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28.
+        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28 (1.25 to 1.27
+        refuse a CRD that has them under strict field validation, kubectl's default). Without
+        them the API server reports a broken rule at the node that carries it, reason
+        FieldValueInvalid; so a rule about one field sits on that field (:meth:`check` is then
+        its Python twin), a rule about several on their object, and none on the resource root,
+        where it would be reported at ``<nil>``: the name, the one part of metadata a CRD may
+        constrain, is constrained by the schema of ``metadata.name`` instead (:class:`RouterMeta`).
 
         A rule reads an optional field only behind ``has()``, even one with a default: the API
         server evaluates every rule against the schema's ``default`` values when the CRD is
         created, as they are, without filling in the defaults nested in them (spec's ``{}``)."""
         return {"rule": self.rule, "message": self.message}
+
+    def check(self, value: Any) -> Any:
+        """The Python twin of a rule that sits on a field: ``holds`` gets the field's value."""
+        if self.holds is not None and not self.holds(value):
+            raise ValueError(self.message)
+        return value
 
 
 def _model_schema_extra(schema: dict[str, Any], cls: type[BaseModel]) -> None:
@@ -192,6 +204,13 @@ AddressName = _constrained(
 ContainerId = _constrained("container id", r"^\S+$", 1000, "non-empty, no whitespace")
 HostName = _constrained("host", _HOST, 253, "a host name or an IP address")
 ImageName = _constrained("image", r"^\S+$", 1000, "non-empty, no whitespace")
+RouterName = _constrained(
+    "Router name",
+    _DNS1035_LABEL,
+    ROUTER_NAME_MAX_LENGTH,
+    "a DNS-1035 label (lower-case letters, digits, '-', starting with a letter) of at most"
+    f" {ROUTER_NAME_MAX_LENGTH} characters: it names the StatefulSet, the pods and the Services",
+)
 
 
 def _check_quantity(value: int | str) -> int | str:
@@ -240,19 +259,21 @@ def _exactly_one(a: str, b: str) -> Rule:
 
 # --- Router -------------------------------------------------------------------------------
 
+_NOT_RESERVED = Rule(
+    rule=" && ".join(f"self != {port}" for port in RESERVED_PORTS),
+    message=(
+        f"ports {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved for the inter-router"
+        " and edge listeners the operator adds"
+    ),
+    holds=lambda port: port not in RESERVED_PORTS,
+)
+"""On a listener's port itself, so that the API server names the port, not the listener."""
+
 
 class RouterListener(_Spec):
     """A listener for clients. The operator adds the inter-router and edge listeners itself."""
 
     rules: ClassVar[tuple[Rule, ...]] = (
-        Rule(
-            rule=" && ".join(f"self.port != {port}" for port in RESERVED_PORTS),
-            message=(
-                f"ports {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved for the inter-router"
-                " and edge listeners the operator adds"
-            ),
-            holds=lambda s: s.port not in RESERVED_PORTS,
-        ),
         # saslMechanisms and authenticatePeer have defaults, so stored listeners always have
         # them; the rules still read them behind has(), absent meaning ANONYMOUS and false.
         Rule(
@@ -281,11 +302,12 @@ class RouterListener(_Spec):
         ),
     )
 
-    port: Port = Field(
+    port: Annotated[Port, AfterValidator(_NOT_RESERVED.check)] = Field(
         description=(
             "TCP port, unique among the listeners; the client Service exposes it."
             f" {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved."
-        )
+        ),
+        json_schema_extra={"x-kubernetes-validations": [_NOT_RESERVED.cel()]},
     )
     role: Literal["normal", "route-container"] = Field(
         default="normal",
@@ -744,6 +766,14 @@ class ObjectMeta(BaseModel):
     resourceVersion: str | None = None
 
 
+class RouterMeta(ObjectMeta):
+    """A Router's metadata: its name, which names other objects, is constrained. The CRD states
+    it in the schema of ``metadata.name``, the one place of metadata a CRD may constrain; the API
+    server reports a bad name there, at ``metadata.name``."""
+
+    name: RouterName
+
+
 def is_paused(annotations: Mapping[str, str] | None) -> bool:
     """True when the pause annotation is set to "true" (any case): kopf handlers get the
     annotations as a mapping, hence a function rather than only a property."""
@@ -760,16 +790,9 @@ class CustomResource(BaseModel):
     singular: ClassVar[str]
     short_names: ClassVar[tuple[str, ...]]
     spec_required: ClassVar[bool] = True
-    root_rules: ClassVar[tuple[Rule, ...]] = ()
-    """CEL rules on the whole object; they may read only metadata.name and generateName."""
 
     apiVersion: Literal["routernet.io/v1alpha1"] = API_VERSION
     metadata: ObjectMeta
-
-    @model_validator(mode="after")
-    def _root_rules_hold(self) -> Self:
-        _raise_broken([rule for rule in self.root_rules if rule.holds and not rule.holds(self)])
-        return self
 
     @property
     def paused(self) -> bool:
@@ -786,24 +809,8 @@ class Router(CustomResource):
     singular: ClassVar[str] = "router"
     short_names: ClassVar[tuple[str, ...]] = ("rtr",)
     spec_required: ClassVar[bool] = False
-    root_rules: ClassVar[tuple[Rule, ...]] = (
-        Rule(
-            rule=(
-                f"self.metadata.name.size() <= {ROUTER_NAME_MAX_LENGTH}"
-                f" && self.metadata.name.matches('{_DNS1035_LABEL}')"
-            ),
-            message=(
-                "a Router's name must be a DNS-1035 label (lower-case letters, digits, '-',"
-                f" starting with a letter) of at most {ROUTER_NAME_MAX_LENGTH} characters:"
-                " it names the StatefulSet, the pods and the Services"
-            ),
-            holds=lambda r: (
-                len(r.metadata.name) <= ROUTER_NAME_MAX_LENGTH
-                and re.fullmatch(_DNS1035_LABEL, r.metadata.name) is not None
-            ),
-        ),
-    )
 
+    metadata: RouterMeta
     kind: Literal["Router"] = "Router"
     spec: RouterSpec = Field(default_factory=RouterSpec)
     status: RouterStatus = Field(default_factory=RouterStatus)
