@@ -339,10 +339,18 @@ def _correlation(request: proton.Message) -> Any:
     """The reply's correlation-id: the request's correlation-id, else its message-id (AMQP
     Management; Dispatch's agents copy only the correlation-id and answer null without one), of
     the same AMQP type. Proton hands a binary id over as a memoryview into the request's own
-    buffer, which it would encode as null: copy it into bytes, which stay binary."""
-    correlation = request.correlation_id
-    if correlation is None:
-        correlation = request.id
+    buffer, which it would encode as null: copy it into bytes, which stay binary. Proton decodes
+    ids only when asked, so a string id that is not UTF-8 fails here: a 400, answered with none."""
+    correlation = None
+    for field, name in (("correlation_id", "correlation-id"), ("id", "message-id")):
+        try:
+            correlation = getattr(request, field)
+        except Exception:
+            raise _Failure(
+                HTTPStatus.BAD_REQUEST, f"The request's {name} cannot be read: not valid UTF-8"
+            ) from None
+        if correlation is not None:
+            break
     if isinstance(correlation, memoryview):
         return correlation.tobytes()
     if correlation is None or isinstance(correlation, (bytes, str, int, UUID)):
@@ -476,11 +484,15 @@ class Agent:
     def handle(self, request: proton.Message) -> proton.Message | None:
         """The response to `request`, or None when it has no reply-to (nothing can be answered;
         Dispatch drops such requests too). Never raises: failures become error responses."""
-        reply_to = request.reply_to
+        try:
+            reply_to = request.reply_to
+        except Exception:  # proton decodes it only now: an address not UTF-8 is none
+            return None
         if not reply_to:
             return None
-        correlation = _correlation(request)
+        correlation = None
         try:
+            correlation = _correlation(request)
             body = self._perform(request)
             response = self._response(reply_to, correlation, HTTPStatus.OK, "OK", body)
             # Encode now so that a reply AMQP cannot carry (too big, or a row value of a type it

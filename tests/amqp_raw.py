@@ -150,9 +150,10 @@ def described(descriptor: bytes, value: bytes) -> bytes:
 
 
 def properties(
-    message_id: bytes = NULL, reply_to: str | None = None, correlation_id: bytes = NULL
+    message_id: bytes = NULL, reply_to: str | bytes | None = None, correlation_id: bytes = NULL
 ) -> bytes:
-    """The properties section: message-id, user-id, to, subject, reply-to, correlation-id."""
+    """The properties section: message-id, user-id, to, subject, reply-to (bytes are written
+    as they are), correlation-id."""
     fields = [message_id, NULL, NULL, NULL, NULL if reply_to is None else string(reply_to)]
     fields.append(correlation_id)
     return described(ulong(0x73), list_(fields))

@@ -653,3 +653,21 @@ def test_failing_provider_is_described_on_one_short_line() -> None:
     code, description = described_status(response)
     assert code == 500
     assert description.startswith("RuntimeError: link table locked detail")
+
+
+def test_ids_and_reply_to_that_are_not_utf8() -> None:
+    """Proton decodes the properties' strings only when they are read, so a reply-to or id that
+    is not UTF-8 raised inside the agent and escaped to the event loop (which closed the
+    client's connection). A reply-to that cannot be read is none: nothing to answer. An id
+    that cannot be read is a 400, answered without one."""
+    app = amqp_raw.application_properties(amqp_raw.string_map({"operation": "GET-MGMT-NODES"}))
+    body = amqp_raw.amqp_value(amqp_raw.map_([]))
+    bad = amqp_raw.string(b"\xff\xfe")
+    no_reply_to = amqp_raw.properties(amqp_raw.NULL, b"\xff\xfe", amqp_raw.string("c"))
+    assert make_agent().handle(raw_request(no_reply_to + app + body)) is None
+    for message_id, correlation_id in ((amqp_raw.NULL, bad), (bad, amqp_raw.NULL)):
+        properties = amqp_raw.properties(message_id, REPLY_TO, correlation_id)
+        response = call(make_agent(), raw_request(properties + app + body))
+        assert described_status(response)[0] == 400
+        assert "cannot be read: not valid UTF-8" in response.properties["statusDescription"]
+        assert response.correlation_id is None
