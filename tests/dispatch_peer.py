@@ -32,11 +32,47 @@ TIMERS = Timers(
 
 
 # ----- Dispatch's encodings ------------------------------------------------------------------
+# Two composers write Dispatch's control messages: its Python router (HELLO, RA, LSR, LSU) and
+# the C mobile-address module (MAU, MAR). They differ in key types and integer widths; both are
+# reproduced byte for byte (checked against the captures in tests/test_dispatch_interop.py).
+
+
+def _sized(small: int, large: int, payload: bytes, count: int | None = None) -> bytes:
+    """A variable-width or compound value: 8-bit size (and count) when it fits, else 32-bit."""
+    if count is None:
+        if len(payload) < 256:
+            return bytes((small, len(payload))) + payload
+        return bytes((large,)) + struct.pack(">I", len(payload)) + payload
+    return bytes((large,)) + struct.pack(">II", len(payload) + 4, count) + payload
+
+
+def _string(value: str, code: tuple[int, int] = (0xA1, 0xB1)) -> bytes:
+    return _sized(*code, value.encode())
+
+
+def _symbol(value: str) -> bytes:
+    return _string(value, (0xA3, 0xB3))
+
+
+def _int(value: int) -> bytes:
+    """A Python int as Dispatch's Python composer writes it: smallint, int, then long."""
+    if -128 <= value <= 127:
+        return b"\x54" + struct.pack(">b", value)
+    if -(2**31) <= value < 2**31:
+        return b"\x71" + struct.pack(">i", value)
+    return b"\x81" + struct.pack(">q", value)
+
+
+def _long(value: int) -> bytes:
+    """qd_compose_insert_long: smalllong or long."""
+    if -128 <= value <= 127:
+        return b"\x55" + struct.pack(">b", value)
+    return b"\x81" + struct.pack(">q", value)
 
 
 def encode(value: Any) -> bytes:
-    """`value` as Dispatch composes it: ints as long (smalllong when it fits), strings str8 or
-    str32, symbols sym8 or sym32, lists and maps always with 32-bit size and count."""
+    """A value as Dispatch's Python composer writes it: str8/str32 strings (keys too), ints as
+    `_int`, lists list0 when empty else list32, maps map32."""
     if value is None:
         return b"\x40"
     if value is True:
@@ -44,47 +80,93 @@ def encode(value: Any) -> bytes:
     if value is False:
         return b"\x42"
     if isinstance(value, int):
-        if -128 <= value <= 127:
-            return b"\x55" + struct.pack(">b", value)
-        return b"\x81" + struct.pack(">q", value)
+        return _int(value)
     if isinstance(value, symbol):
-        raw = value.encode()
-        return (
-            b"\xa3" + bytes((len(raw),))
-            if len(raw) < 256
-            else b"\xb3" + struct.pack(">I", len(raw))
-        ) + raw
+        return _symbol(value)
     if isinstance(value, str):
-        raw = value.encode()
-        return (
-            b"\xa1" + bytes((len(raw),))
-            if len(raw) < 256
-            else b"\xb1" + struct.pack(">I", len(raw))
-        ) + raw
+        return _string(value)
     if isinstance(value, dict):
         items = b"".join(encode(k) + encode(v) for k, v in value.items())
-        return b"\xd1" + struct.pack(">II", len(items) + 4, 2 * len(value)) + items
+        return _sized(0xC1, 0xD1, items, 2 * len(value))
     if isinstance(value, list | tuple):
-        items = b"".join(encode(v) for v in value)
-        return b"\xd0" + struct.pack(">II", len(items) + 4, len(value)) + items
+        if not value:
+            return b"\x45"
+        return _sized(0xC0, 0xD0, b"".join(encode(v) for v in value), len(value))
     raise TypeError(f"Dispatch does not compose {type(value).__name__}")
+
+
+def _mobile_body(body: dict[str, Any]) -> bytes:
+    """A MAU or MAR body as mobile.c composes it: symbol keys, smalllong/long numbers, hints
+    as ints, every list list32 even when empty."""
+    items = b""
+    for key, value in body.items():
+        if isinstance(value, list):
+            each = _int if key == "hints" else _string
+            encoded = (
+                b"\xd0"
+                + struct.pack(">II", 4 + sum(len(each(v)) for v in value), len(value))
+                + b"".join(each(v) for v in value)
+            )
+        elif isinstance(value, int):
+            encoded = _long(value)
+        else:
+            encoded = _string(value)
+        items += _symbol(key) + encoded
+    return b"\xd1" + struct.pack(">II", len(items) + 4, 2 * len(body)) + items
+
+
+def _annotations(ingress: str, trace: list[str]) -> bytes:
+    """x-opt-qd.ingress and x-opt-qd.trace as Dispatch's router core adds them."""
+    hops = b"".join(_string(hop) for hop in trace)
+    trace_list = bytes((0xC0, len(hops) + 1, len(trace))) + hops
+    items = _symbol("x-opt-qd.ingress") + _string(ingress) + _symbol("x-opt-qd.trace") + trace_list
+    return section(0x72, bytes((0xC1, len(items) + 1, 4)) + items)
 
 
 def section(code: int, value: bytes) -> bytes:
     return b"\x00\x53" + bytes((code,)) + value
 
 
+MOBILE = ("MAU", "MAR")
+
+
 def control_message(
-    to: str, opcode: str, body: dict[str, Any], annotations: dict[Any, Any] | None = None
+    to: str,
+    opcode: str,
+    body: dict[str, Any],
+    annotations: dict[Any, Any] | None = None,
+    *,
+    ingress: str | None = None,
+    trace: list[str] | None = None,
 ) -> bytes:
-    """A control message's bytes as qdrouterd sends them."""
-    out = b""
-    if annotations:
+    """A control message as qdrouterd 1.19 sends it: header, Dispatch's ingress and trace
+    annotations (every control message has them, HELLO too), properties with `to`, the opcode,
+    the body. `annotations` replaces Dispatch's with any map (for hostile peers)."""
+    out = section(0x70, b"\xd0" + struct.pack(">II", 5, 1) + b"\x42")
+    if annotations is not None:
         out += section(0x72, encode(annotations))
-    out += section(0x73, encode([None, None, to]))
-    out += section(0x74, encode({symbol("opcode"): opcode}))
-    out += section(0x77, encode(body))
+    elif ingress is not None:
+        out += _annotations(ingress, trace or [ingress])
+    if opcode in MOBILE:
+        out += section(0x73, encode([None, None, to]))
+        out += section(0x74, encode({symbol("opcode"): opcode}))
+        out += section(0x77, _mobile_body(body))
+    else:
+        out += section(0x73, encode([None, None, to, None, None, None]))
+        out += section(0x74, encode({"opcode": opcode}))
+        out += section(0x77, encode(body))
     return out
+
+
+def data_message(client: bytes, ingress: str, trace: list[str]) -> bytes:
+    """A client's message as Dispatch forwards it to the next router: its header (if any) as
+    it came, Dispatch's ingress and trace annotations, every other section as it came."""
+    header = b""
+    if client.startswith(b"\x00\x53\x70"):
+        code = client[3]
+        size = {0x45: 1, 0xC0: 2 + client[4], 0xD0: 5 + int.from_bytes(client[4:8])}[code]
+        header, client = client[: 3 + size], client[3 + size :]
+    return header + _annotations(ingress, trace) + client
 
 
 # ----- the neighbour ---------------------------------------------------------------------------
@@ -113,6 +195,7 @@ class DispatchPeer(MessagingHandler):
         self.world = world
         self.rid = rid
         self.instance = int(time.time())
+        self.cost = cost or 1
         self.received: list[tuple[str, Any, Any]] = []
         self.data: list[tuple[Message, Delivery]] = []
         self.control_in: Any = None
@@ -159,7 +242,8 @@ class DispatchPeer(MessagingHandler):
             self._link(session, DATA, f"qddata.in.{priority}", incoming=True)
             self.data_out.append(self._link(session, DATA, f"qddata.out.{priority}", False))
         if self.plane is not None:
-            self.plane.link_up(self, 1, time.monotonic())
+            # The dialling side's own cost; the listener takes the larger of both ends'.
+            self.plane.link_up(self, self.cost, time.monotonic())
 
     def _link(self, session: Any, capability: symbol, name: str, incoming: bool) -> Any:
         link = (
@@ -254,14 +338,11 @@ class _Wire:
         self.peer = peer
 
     def send_hello(self, link: Hashable, body: dict[str, Any]) -> None:
-        self.peer.send_control(control_message("amqp:/_local/qdhello", "HELLO", body))
+        self.send("amqp:/_local/qdhello", "HELLO", body)
 
     def send(self, address: str, opcode: str, body: dict[str, Any]) -> None:
-        annotations = None
-        if "/all/" in address:
-            me = f"0/{self.peer.rid}"
-            annotations = {symbol("x-opt-qd.ingress"): me, symbol("x-opt-qd.trace"): [me]}
-        self.peer.send_control(control_message(address, opcode, body, annotations))
+        me = f"0/{self.peer.rid}"
+        self.peer.send_control(control_message(address, opcode, body, ingress=me))
 
     def topology_changed(self, routes: Routes) -> None:
         self.peer.routes = routes

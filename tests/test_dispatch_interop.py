@@ -1,27 +1,34 @@
 """Our router beside qdrouterd 1.19, through a neighbour that speaks exactly as it does on the
-wire (tests/dispatch_peer.py): single-symbol link capabilities, the `opcode` key a symbol,
-Dispatch's integer and list encodings, its Open properties and its annotations.
+wire (tests/dispatch_peer.py): single-symbol link capabilities, the `opcode` key a string or a
+symbol depending on which of Dispatch's composers wrote it, its integer and list encodings, its
+Open properties and its annotations.
 
-What a hostile or buggy neighbour sends (control messages our router relays with keys
-python-qpid-proton will not encode, annotations of the wrong type) leaves the router running,
-and whatever still raises closes only the connection it came from.
+First the peer's encodings are checked against bytes a real qdrouterd 1.19 sent
+(tests/data/qdrouterd-1.19/), and those bytes are replayed to our router as they came; then
+the two kinds of router form a network (HELLO, link state, mobile addresses), carry anycast,
+multicast and request/response both ways with Dispatch's annotations, take the link cost from
+`qd.inter-router-cost`, and show each other in `router.node` as qdstat -n reads it. Last, what
+a hostile or buggy neighbour sends leaves the router running, and whatever still raises closes
+only the connection it came from.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import Receiver, World
-from dispatch_peer import DispatchPeer, control_message, encode, section
+from clients import Management, Receiver, World
+from dispatch_peer import DispatchPeer, control_message, data_message, encode, section
 from harness import NETWORK_TIMERS, RouterNetwork, RouterProcess, free_port
-from proton import Message, symbol
+from proton import Delivery, Message, symbol
 
 from router.config import validate_config
 from router.engine import Router
 from router.pn import lib, text
+from router.sections import scan
 
 pytestmark = pytest.mark.network
 
@@ -55,6 +62,180 @@ def assert_serving(world: World, router: RouterProcess, address: str = "still.up
     assert tracked.outcome == "accepted"
     assert receiver.bodies == ["ping"]
     client.close()
+
+
+# ----- what a real qdrouterd 1.19 sent ----------------------------------------------------------
+
+CAPTURES = Path(__file__).parent / "data" / "qdrouterd-1.19"
+CONTROL = json.loads((CAPTURES / "control.json").read_text())
+DATA = json.loads((CAPTURES / "data.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "captured", CONTROL, ids=[f"{c['sender']}-{c['opcode']}-{i}" for i, c in enumerate(CONTROL)]
+)
+def test_the_peer_encodes_control_messages_byte_for_byte_as_qdrouterd(
+    captured: dict[str, Any],
+) -> None:
+    raw = bytes.fromhex(captured["bytes"])
+    msg = Message()
+    msg.decode(raw)
+    ann = msg.annotations
+    again = control_message(
+        msg.address,
+        captured["opcode"],
+        dict(msg.body),
+        ingress=ann["x-opt-qd.ingress"],
+        trace=list(ann["x-opt-qd.trace"]),
+    )
+    assert again.hex() == raw.hex()
+
+
+@pytest.mark.parametrize("captured", DATA, ids=[f"{d['to']}-{i}" for i, d in enumerate(DATA)])
+def test_the_peer_annotates_data_as_qdrouterd(captured: dict[str, Any]) -> None:
+    raw = bytes.fromhex(captured["bytes"])
+    msg = Message()
+    msg.decode(raw)
+    ann = msg.annotations
+    # The client's sections around the router's annotations pass through as they came.
+    sections = scan(raw)
+    client = raw[: sections.ma_start] + raw[sections.ma_end :]
+    assert data_message(client, ann["x-opt-qd.ingress"], list(ann["x-opt-qd.trace"])) == raw
+
+
+def test_qdrouterds_own_bytes_replayed_make_it_a_neighbour(tmp_path: Path, world: World) -> None:
+    """Q2's control messages of the capture, as they came, to our router in Q1's place: it
+    takes Q2 as a neighbour at the captured link cost (3, from Q2's Open) and learns Q2's
+    addresses with their treatments from its MAU (C-composed: symbol keys, smalllong)."""
+    with interior(tmp_path, "Q1") as router:
+        peer = DispatchPeer(world, peer_url(router), "Q2", cost=3, run_protocol=False)
+        world.run_until(
+            lambda: (peer.control_out is not None and peer.control_out.credit > 0) or peer.closed,
+            what="the peer's control link",
+        )
+        replay = [c for c in CONTROL if c["sender"] == "Q2" and c["connection"] == 1]
+        # The last HELLO captured: by then Q2 had heard Q1 (`seen`), so the link is two-way.
+        hello = [bytes.fromhex(c["bytes"]) for c in replay if c["opcode"] == "HELLO"][-1]
+        for captured in replay:
+            peer.send_control(bytes.fromhex(captured["bytes"]))
+            world.run_for(0.02)
+        mgmt = Management(world.connect(router.url))
+
+        def learned() -> bool:
+            peer.send_control(hello)  # HELLOs keep coming, as from a live Q2
+            world.run_for(0.1)
+            nodes = {r["id"]: r for r in mgmt.query("router.node", ["id", "cost", "linkState"])[1:]}
+            addrs = {
+                r["key"]: r for r in mgmt.query("router.address", ["key", "remoteHostRouters"])
+            }
+            return (
+                nodes.get("Q2", {}).get("cost") == 3
+                and addrs.get("M0foo", {}).get("remoteHostRouters") == ["Q2"]
+                and addrs.get("M0mc/x", {}).get("remoteHostRouters") == ["Q2"]
+            )
+
+        world.run_until(learned, timeout=10, what="Q1 (ours) to take Q2 and its addresses")
+        assert "control.invalid" not in router.log() and "control.malformed" not in router.log()
+
+
+# ----- a network of both kinds ---------------------------------------------------------------
+
+
+def joined(world: World, router: RouterProcess, peer: DispatchPeer) -> Management:
+    mgmt = Management(world.connect(router.url))
+    rid = router.config["router"]["id"]
+
+    def both_ways() -> bool:
+        peer.run_for(0.1)
+        nodes = {r["id"] for r in mgmt.query("router.node", ["id", "cost"])[1:] if r["cost"]}
+        return peer.rid in nodes and rid in peer.routes.cost
+
+    peer.run_until(both_ways, timeout=15, what=f"{rid} and {peer.rid} to route to each other")
+    return mgmt
+
+
+def test_anycast_and_multicast_both_ways_with_dispatchs_annotations(
+    tmp_path: Path, world: World
+) -> None:
+    with interior(tmp_path) as router:
+        peer = DispatchPeer(world, peer_url(router), "Q", addresses={"M0fromR": 3, "M0mc.all": 1})
+        joined(world, router, peer)
+        client = world.connect(router.url)
+        # Ours -> Q: a client sender on R reaches Q's consumer of fromR (Q's MAU made it known),
+        # annotated as Dispatch expects: ingress R, trace [R], to-override absent (a targeted
+        # sender's address is the message's own `to`... which the router sets as x-opt-qd.to).
+        to_q = client.sender("fromR")
+        peer.run_until(lambda: to_q.credit > 0, what="credit for a consumer on Q")
+        tracked = to_q.send(Message(body="to Q"))
+        peer.run_until(lambda: peer.data, what="the message at Q")
+        msg, delivery = peer.data[0]
+        assert msg.body == "to Q"
+        assert msg.annotations["x-opt-qd.ingress"] == "0/R"
+        assert msg.annotations["x-opt-qd.trace"] == ["0/R"]
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        peer.run_until(lambda: tracked.settled, what="Q's outcome back at the sender")
+        assert tracked.outcome == "accepted"
+        # Q -> ours: Q's data message for a consumer on R, with Dispatch's annotations, which
+        # are stripped toward the client; the outcome goes back to Q.
+        consumer = client.receiver("fromQ")
+        peer.run_until(lambda: "M0fromQ" in peer.mobile.get("R", {}), what="R's MAU for fromQ")
+        tail = encode_client_message("fromQ", "from Q")
+        sent = peer.send_data(data_message(tail, "0/Q", ["0/Q"]))
+        peer.run_until(lambda: consumer.bodies == ["from Q"], what="Q's message at R's consumer")
+        assert consumer.messages[0].annotations in (None, {})
+        peer.run_until(lambda: sent.remote_state == Delivery.ACCEPTED, what="the outcome at Q")
+        # Multicast from Q: R's two consumers get one copy each.
+        subs = [world.connect(router.url).receiver("mc.all") for _ in range(2)]
+        peer.run_until(lambda: "M0mc.all" in peer.mobile.get("R", {}), what="R's MAU for mc.all")
+        peer.send_data(
+            data_message(encode_client_message("mc.all", "reading"), "0/Q", ["0/Q"]), settled=True
+        )
+        peer.run_until(lambda: all(s.bodies == ["reading"] for s in subs), what="both copies")
+        peer.run_for(0.3)
+        assert [s.bodies for s in subs] == [["reading"], ["reading"]]
+
+
+def test_a_reply_to_a_topo_address_crosses_back(tmp_path: Path, world: World) -> None:
+    """A client on R with a dynamic reply-to (_topo/0/R/temp.*) asks a service behind Q; Q
+    routes the reply by that address to R (topological, not advertised) and it arrives."""
+    with interior(tmp_path) as router:
+        peer = DispatchPeer(world, peer_url(router), "Q", addresses={"M0svc": 2})
+        joined(world, router, peer)
+        client = world.connect(router.url)
+        replies = client.receiver(None, dynamic=True)
+        assert replies.address.startswith("_topo/0/R/temp.")
+        request = client.sender("svc")
+        peer.run_until(lambda: request.credit > 0, what="credit for svc")
+        request.send(Message(body="question", reply_to=replies.address))
+        peer.run_until(lambda: peer.data, what="the request at Q")
+        asked, delivery = peer.data[0]
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        peer.send_data(
+            data_message(encode_client_message(asked.reply_to, "answer"), "0/Q", ["0/Q"])
+        )
+        peer.run_until(lambda: replies.bodies == ["answer"], what="the reply at R")
+
+
+@pytest.mark.parametrize("cost", [1, 4])
+def test_router_node_shows_the_dispatch_neighbour_at_its_cost(
+    tmp_path: Path, world: World, cost: int
+) -> None:
+    """qdstat -n's view on our router: Q is a neighbour (its link in routerLink, no nextHop)
+    at the cost Q's Open announced (qd.inter-router-cost, sent only above 1)."""
+    with interior(tmp_path) as router:
+        peer = DispatchPeer(world, peer_url(router), "Q", cost=cost)
+        mgmt = joined(world, router, peer)
+        rows = mgmt.query("router.node", ["id", "cost", "nextHop", "routerLink"])
+        q = next(r for r in rows if r["id"] == "Q")
+        assert q["cost"] == cost and q["nextHop"] is None and q["routerLink"] is not None
+        assert peer.routes.cost["R"] == cost
+
+
+def encode_client_message(to: str, body: str) -> bytes:
+    """A client's message after the router annotations: properties with `to`, an amqp-value."""
+    return section(0x73, encode([None, None, to])) + section(0x77, encode(body))
 
 
 # ----- a neighbour's bytes must not end the router ---------------------------------------------
