@@ -5,10 +5,11 @@ python_embedded.c) for the values a router sends, and `control_message` lays out
 message's sections as Dispatch does, the `opcode` application-property key a symbol; links carry
 single-symbol capabilities and the Open Dispatch's properties.
 
-`DispatchPeer` is one inter-router connection from such a neighbour, the side that dials (it
-attaches the control link and the ten data links). It runs the protocol with our own pure
-control plane (`router/network/`), which is Dispatch's algorithm, so what differs from our
-router is only the wire: exactly the part a mixed network depends on.
+`DispatchPeer` is one inter-router connection from such a neighbour: the side that dials (it
+attaches the control link and the ten data links), or with `listen` the side our router dials
+(it takes the links our router attaches, recognised by capability). It runs the protocol with
+our own pure control plane (`router/network/`), which is Dispatch's algorithm, so what differs
+from our router is only the wire: exactly the part a mixed network depends on.
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ class DispatchPeer(MessagingHandler):
         cost: int | None = None,
         run_protocol: bool = True,
         addresses: dict[str, int] | None = None,
+        listen: bool = False,
     ) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         self.world = world
@@ -219,31 +221,74 @@ class DispatchPeer(MessagingHandler):
             symbol("qd.conn-id"): 1,
             symbol("qd.annotations-version"): 1,
         }
-        if cost is not None and cost > 1:
-            props[symbol("qd.inter-router-cost")] = cost
-        # Dispatch's container id is its router id.
-        self.conn = world.container.connect(
-            url, handler=self, reconnect=False, container_id=rid, properties=props
-        )
+        if cost is not None and cost > 1 and not listen:
+            props[symbol("qd.inter-router-cost")] = cost  # the dialling side's alone
+        self.props = props
+        self.listening = listen
+        if listen:
+            # Our router dials: the connection is the one the acceptor takes.
+            url = url.removeprefix("amqp://")
+            host, port = url.rsplit(":", 1)
+            self.acceptor = world.container.acceptor(host, int(port), handler=self)
+            self.conn: Any = None
+        else:
+            # Dispatch's container id is its router id.
+            self.conn = world.container.connect(
+                url, handler=self, reconnect=False, container_id=rid, properties=props
+            )
         self.opened = False
         self.closed = False
+        self.up = False
 
     # --- links, as Dispatch's connector side makes them ---
 
+    def on_connection_opening(self, event: Any) -> None:
+        """Listening: our router dialled; answer as Dispatch's listener side does."""
+        self.conn = event.connection
+        self.conn.container = self.rid
+        self.conn.properties = self.props
+
     def on_connection_opened(self, event: Any) -> None:
         self.opened = True
-        session = self.conn.session()
-        session.open()
-        self.control_in = self._link(session, CONTROL, "qdcontrol.in", incoming=True)
-        self.control_out = self._link(session, CONTROL, "qdcontrol.out", incoming=False)
-        for priority in range(PRIORITIES):
+        if self.listening:
+            remote = self.conn.remote_properties or {}
+            self.cost = max(self.cost, int(remote.get(symbol("qd.inter-router-cost"), 1)))
+        else:
             session = self.conn.session()
             session.open()
-            self._link(session, DATA, f"qddata.in.{priority}", incoming=True)
-            self.data_out.append(self._link(session, DATA, f"qddata.out.{priority}", False))
-        if self.plane is not None:
-            # The dialling side's own cost; the listener takes the larger of both ends'.
+            self.control_in = self._link(session, CONTROL, "qdcontrol.in", incoming=True)
+            self.control_out = self._link(session, CONTROL, "qdcontrol.out", incoming=False)
+            for priority in range(PRIORITIES):
+                session = self.conn.session()
+                session.open()
+                self._link(session, DATA, f"qddata.in.{priority}", incoming=True)
+                self.data_out.append(self._link(session, DATA, f"qddata.out.{priority}", False))
+        self._maybe_up()
+
+    def _maybe_up(self) -> None:
+        """The protocol starts once both control links are there (the dialler's own cost; the
+        listener takes the larger of both ends')."""
+        if self.plane is not None and not self.up and self.control_in and self.control_out:
+            self.up = True
             self.plane.link_up(self, self.cost, time.monotonic())
+
+    def on_link_opening(self, event: Any) -> None:
+        """Listening: the dialler attaches every link; recognise each by its capability."""
+        link = event.link
+        capability = _first(link.remote_target.capabilities) or _first(
+            link.remote_source.capabilities
+        )
+        for terminus in (link.source, link.target):
+            terminus.capabilities.put_symbol(capability)
+        if link.is_receiver:
+            link.flow(250)
+            if capability == CONTROL:
+                self.control_in = link
+        elif capability == CONTROL:
+            self.control_out = link
+        else:
+            self.data_out.append(link)
+        self._maybe_up()
 
     def _link(self, session: Any, capability: symbol, name: str, incoming: bool) -> Any:
         link = (
@@ -327,8 +372,15 @@ class DispatchPeer(MessagingHandler):
             self.tick()
 
     def close(self) -> None:
-        if not self.closed:
+        if self.listening:
+            self.acceptor.close()
+        if self.conn is not None and not self.closed:
             self.conn.close()
+
+
+def _first(data: Any) -> Any:
+    data.rewind()
+    return data.get_object() if data.next() else None
 
 
 class _Wire:

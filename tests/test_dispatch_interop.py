@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,10 @@ pytestmark = pytest.mark.network
 MULTICAST = [{"prefix": "mc", "distribution": "multicast"}]
 
 
-def interior(tmp_path: Path, rid: str = "R") -> RouterProcess:
+def interior(
+    tmp_path: Path, rid: str = "R", dial: int | None = None, cost: int = 1
+) -> RouterProcess:
+    """Our interior router; with `dial`, it dials an inter-router connection to that port."""
     router = RouterProcess(
         tmp_path / rid,
         rid,
@@ -43,7 +48,31 @@ def interior(tmp_path: Path, rid: str = "R") -> RouterProcess:
         addresses=MULTICAST,
         router={"mode": "interior", **NETWORK_TIMERS},
     )
+    router.config["connectors"] = (
+        []
+        if dial is None
+        else [{"host": "127.0.0.1", "port": dial, "role": "inter-router", "cost": cost}]
+    )
     return router
+
+
+@contextmanager
+def mixed(
+    tmp_path: Path, world: World, dialler: str, cost: int = 1, **peer: Any
+) -> Iterator[tuple[RouterProcess, DispatchPeer]]:
+    """Our router R and a Dispatch neighbour Q joined by one connection that `dialler` dials,
+    its connector's cost `cost`."""
+    if dialler == "Q":
+        with interior(tmp_path) as router:
+            yield router, DispatchPeer(world, peer_url(router), "Q", cost=cost, **peer)
+        return
+    port = free_port()
+    q = DispatchPeer(world, f"127.0.0.1:{port}", "Q", listen=True, **peer)
+    try:
+        with interior(tmp_path, dial=port, cost=cost) as router:
+            yield router, q
+    finally:
+        q.close()
 
 
 def peer_url(router: RouterProcess) -> str:
@@ -154,11 +183,11 @@ def joined(world: World, router: RouterProcess, peer: DispatchPeer) -> Managemen
     return mgmt
 
 
+@pytest.mark.parametrize("dialler", ["Q", "R"])
 def test_anycast_and_multicast_both_ways_with_dispatchs_annotations(
-    tmp_path: Path, world: World
+    tmp_path: Path, world: World, dialler: str
 ) -> None:
-    with interior(tmp_path) as router:
-        peer = DispatchPeer(world, peer_url(router), "Q", addresses={"M0fromR": 3, "M0mc.all": 1})
+    with mixed(tmp_path, world, dialler, addresses={"M0fromR": 3, "M0mc.all": 1}) as (router, peer):
         joined(world, router, peer)
         client = world.connect(router.url)
         # Ours -> Q: a client sender on R reaches Q's consumer of fromR (Q's MAU made it known),
@@ -218,14 +247,13 @@ def test_a_reply_to_a_topo_address_crosses_back(tmp_path: Path, world: World) ->
         peer.run_until(lambda: replies.bodies == ["answer"], what="the reply at R")
 
 
-@pytest.mark.parametrize("cost", [1, 4])
+@pytest.mark.parametrize(("dialler", "cost"), [("Q", 1), ("Q", 4), ("R", 1), ("R", 3)])
 def test_router_node_shows_the_dispatch_neighbour_at_its_cost(
-    tmp_path: Path, world: World, cost: int
+    tmp_path: Path, world: World, dialler: str, cost: int
 ) -> None:
-    """qdstat -n's view on our router: Q is a neighbour (its link in routerLink, no nextHop)
-    at the cost Q's Open announced (qd.inter-router-cost, sent only above 1)."""
-    with interior(tmp_path) as router:
-        peer = DispatchPeer(world, peer_url(router), "Q", cost=cost)
+    """qdstat -n's view on our router, and Q's: a neighbour (its link in routerLink, no
+    nextHop) at the dialling side's cost, announced in its Open (qd.inter-router-cost)."""
+    with mixed(tmp_path, world, dialler, cost) as (router, peer):
         mgmt = joined(world, router, peer)
         rows = mgmt.query("router.node", ["id", "cost", "nextHop", "routerLink"])
         q = next(r for r in rows if r["id"] == "Q")
