@@ -857,10 +857,15 @@ class Router:
         try:
             request.decode(bytes(msg.data))
         except Exception as e:  # proton raises its own error types for undecodable input
-            if forward is not None:
-                forward.pending += 1
-                self.fwd.copy_done(forward, REJECTED, None)
-            log.warning("management.undecodable", error=str(e))
+            if forward is not None and forward.in_d is not None:
+                why = f"management request does not decode: {e}"[:200]
+                set_condition(
+                    lib.pn_disposition_condition(lib.pn_delivery_local(forward.in_d)),
+                    "amqp:decode-error",
+                    why,
+                )
+                self.fwd.settle_incoming(forward, REJECTED)
+            log.warning("management.undecodable", error=str(e)[:200])
             return
         # Accepted on arrival, as Dispatch's in-process delivery does: the request is not left
         # unsettled in the counts its own answer reports (qdstat -l would show it).

@@ -159,3 +159,23 @@ def test_reply_to_and_ids_that_are_not_utf8(tmp_path: Path, world: World) -> Non
             "The request's correlation-id cannot be read: not valid UTF-8",
         )
         assert_serving(mgmt, client)
+
+
+def test_a_request_that_does_not_decode_is_rejected_with_decode_error(
+    tmp_path: Path, world: World
+) -> None:
+    """Proton cannot decode it (a string that is not UTF-8 inside the application properties),
+    so the agent never sees it: the delivery is rejected with amqp:decode-error and a reason,
+    as for any message the router cannot read, and the connection stays."""
+    with RouterProcess(tmp_path, RID) as router, world:
+        client = world.connect(router.url)
+        mgmt = Management(client)
+        props = raw.properties(raw.NULL, mgmt.reply_to, raw.string("c-1"))
+        app = raw.application_properties([(raw.string("operation"), raw.string(b"\xff\xfe"))])
+        tracked = mgmt.sender.send(Encoded(props + app + raw.amqp_value(raw.map_([]))))
+        world.run_until(lambda: tracked.settled, what="the request's outcome")
+        assert tracked.outcome == "rejected"
+        condition = tracked.condition
+        assert condition is not None
+        assert condition.name == "amqp:decode-error" and "does not decode" in condition.description
+        assert_serving(mgmt, client)
