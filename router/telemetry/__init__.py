@@ -1,0 +1,1 @@
+"""Telemetry: what routers measure about their traffic and send to the collector."""
