@@ -16,14 +16,25 @@ that is open, and moves back to a more preferred one when it opens again (after 
 restarted, say); otherwise edges would pile up on whichever interiors stayed up through a
 rolling restart. Moving is losing the old uplink: its unsettled deliveries go back to their
 senders as after a failure, to be resent, and nothing is lost.
+
+Bookkeeping across moves, which can come within a millisecond of each other (connections that
+open together at start-up, each preferred to the one before):
+- Each edge connection has one session of ours, begun the first time it is the uplink and kept
+  until the connection goes; moving away detaches the links, never ends the session. A session
+  begun and ended before the interior answered would come back as a Begin of the interior's
+  own (Proton answers a Begin whose End it has already read with a Begin that names no channel
+  of ours), with our links' names attached in it: each side would take the other's answers
+  for new links, refuse or take them, and answer again, thousands of times a second.
+- A link detached before the interior answered its attach is kept by the engine until the
+  answer and the detach come back (`Router.detach`), for the same reason.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from router.log import get_logger
-from router.pn import lib
+from router.pn import NULL, lib
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -38,9 +49,9 @@ class Edge:
         self.router = router
         self.uplink: Link | None = None  # the active anonymous sender toward the interior
         self.active: Connection | None = None
-        self.session: object = None
         self.standby: list[Connection] = []
         self.proxies: dict[str, Link] = {}  # local mobile address -> proxy receiver
+        self.sessions: dict[Connection, Any] = {}  # edge connection -> our session on it
 
     def rank(self, conn: Connection) -> int:
         """`conn`'s place among the edge connectors: lower is preferred."""
@@ -64,54 +75,76 @@ class Edge:
             self.standby.append(conn)
 
     def connection_closed(self, conn: Connection) -> None:
+        self.sessions.pop(conn, None)
         if conn in self.standby:
             self.standby.remove(conn)
         if conn is not self.active:
             return
-        self.active = self.uplink = self.session = None
-        self.proxies.clear()
-        (log.info if self.router.stopping else log.warning)(
+        self.forget()
+        router = self.router
+        (log.info if router.stopping else log.warning)(
             "edge.uplink_lost", conn=conn.conn_id, peer=conn.host, standby=len(self.standby)
         )
-        if self.standby:
+        if self.standby and not router.stopping:
             best = min(self.standby, key=self.rank)
             self.standby.remove(best)
             self.activate(best)
 
-    def deactivate(self) -> None:
-        """Stop using the active uplink, leaving its connection open in reserve: its links are
-        detached, their deliveries resolved as for a lost uplink."""
-        assert self.active is not None and self.uplink is not None
-        router = self.router
-        for link in [self.uplink, *self.proxies.values()]:
-            router.detach(link)
-        lib.pn_session_close(self.session)
-        self.active = self.uplink = self.session = None
+    def forget(self) -> None:
+        """No uplink: its links, from here on, are none of the edge's business."""
+        self.active = self.uplink = None
         self.proxies.clear()
+
+    def deactivate(self) -> None:
+        """Stop using the active uplink, leaving its connection (and our session on it) open in
+        reserve: its links are detached, their deliveries resolved as for a lost uplink."""
+        assert self.active is not None
+        links = [link for link in [self.uplink, *self.proxies.values()] if link is not None]
+        self.forget()
+        for link in links:
+            self.router.detach(link)
 
     def activate(self, conn: Connection) -> None:
         """Make `conn` the uplink: attach the default route, the edge's own address, and a
         proxy for every address with consumers here."""
         self.active = conn
-        session = self.session = lib.pn_session(conn.pn)
-        lib.pn_session_open(session)
+        self.attach()
+        log.info("edge.uplink", conn=conn.conn_id, peer=conn.host, container=conn.remote_container)
+        self.router.fwd.uplink_changed()
+
+    def attach(self) -> None:
+        """Attach on the uplink whatever should be there and is not."""
         router = self.router
-        p = lib.pn_sender(session, f"edge.uplink.{router.id}".encode())
-        lib.pn_link_open(p)
-        self.uplink = router.register_link(p, conn, incoming=False)
-        self.uplink.kind = "edge"
+        conn = self.active
+        if conn is None:
+            return
+        if self.uplink is None:
+            p = lib.pn_sender(self.session(conn), f"edge.uplink.{router.id}".encode())
+            lib.pn_link_open(p)
+            self.uplink = router.register_link(p, conn, incoming=False)
+            self.uplink.kind = "edge"
         self.proxy(f"_edge/{router.id}")
         for entry in router.fwd.entries.values():
             if entry.consumers and entry.key[0] == "M":
                 self.proxy(entry.address)
-        log.info("edge.uplink", conn=conn.conn_id, peer=conn.host, container=conn.remote_container)
-        router.fwd.uplink_changed()
+
+    def session(self, conn: Connection) -> Any:
+        """Our session on `conn`: the one begun before if it is still there, else a new one."""
+        ours = self.sessions.get(conn)
+        s = lib.pn_session_head(conn.pn, lib.PN_LOCAL_ACTIVE)
+        while s != NULL:
+            if s == ours and not lib.pn_session_state(s) & lib.PN_REMOTE_CLOSED:
+                return s
+            s = lib.pn_session_next(s, lib.PN_LOCAL_ACTIVE)
+        s = self.sessions[conn] = lib.pn_session(conn.pn)
+        lib.pn_session_open(s)
+        return s
 
     def proxy(self, address: str) -> None:
         conn = self.active
         if conn is None or address in self.proxies:
             return
-        p = lib.pn_receiver(self.session, f"edge.proxy.{self.router.id}.{address}".encode())
+        p = lib.pn_receiver(self.session(conn), f"edge.proxy.{self.router.id}.{address}".encode())
         lib.pn_terminus_set_address(lib.pn_link_source(p), address.encode())
         lib.pn_link_open(p)
         link = self.router.register_link(p, conn, incoming=True)

@@ -124,6 +124,10 @@ class Router:
         self.listeners: list[tuple[socket.socket, Any]] = []
         self.conns: dict[int, Connection] = {}
         self.links: dict[Any, Link] = {}
+        # Links we attached and then detached before the peer answered the attach: Proton keeps
+        # each until the peer's attach and detach come back (`answered_late`), or that attach
+        # would make a new link here, one the peer never meant (see `detach`).
+        self.unanswered: dict[Any, Connection] = {}
         self.dirty: set[Connection] = set()
         self.writing: set[Connection] = set()
         self.conn_ids = count(1)
@@ -442,6 +446,8 @@ class Router:
         for link in links:
             self.fwd.resolve(link, conn_dead=True)
         conn.links.clear()
+        for p in [p for p, owner in self.unanswered.items() if owner is conn]:
+            del self.unanswered[p]  # freed with the connection
         self.sel.unregister(conn.sock)
         self.conns.pop(conn.fd, None)
         self.writing.discard(conn)
@@ -561,6 +567,8 @@ class Router:
         for link in list(conn.links):
             if lib.pn_link_session(link.pn) == s:
                 self.detach(link)
+        for p in [p for p in self.unanswered if lib.pn_link_session(p) == s]:
+            del self.unanswered[p]  # freed with the session
         lib.pn_session_close(s)
         lib.pn_session_free(s)
 
@@ -649,6 +657,7 @@ class Router:
     def on_link_close(self, conn: Connection, ev: Any) -> None:
         link = self.links.get(lib.pn_event_link(ev))
         if link is None:
+            self.answered_late(lib.pn_event_link(ev))
             return
         if link.kind == "routed":
             self.linkrouter.detached(link, closed=True)
@@ -660,6 +669,7 @@ class Router:
         passed on as such on a routed link, and otherwise the same as a close here."""
         link = self.links.get(lib.pn_event_link(ev))
         if link is None:
+            self.answered_late(lib.pn_event_link(ev))
             return
         if link.kind == "routed":
             self.linkrouter.detached(link, closed=False)
@@ -675,14 +685,26 @@ class Router:
         self.fwd.unregister(link)
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn
-        if not lib.pn_link_state(p) & lib.PN_LOCAL_CLOSED:
+        state = lib.pn_link_state(p)
+        if not state & lib.PN_LOCAL_CLOSED:
             if closed:
                 lib.pn_link_close(p)
             else:
                 lib.pn_link_detach(p)
-        lib.pn_link_free(p)
+        if state & lib.PN_REMOTE_UNINIT:
+            # Our attach is not answered yet. Freed now, the link would leave Proton's session
+            # and the peer's answering attach would arrive as a new link from the peer, which
+            # we would answer in turn, and so on for ever.
+            self.unanswered[p] = link.conn
+        else:
+            lib.pn_link_free(p)
         self.fwd.touched.add(link.conn)
         log.debug("link.detached", conn=link.conn.conn_id, link=link.identity)
+
+    def answered_late(self, p: Any) -> None:
+        """The peer's detach of a link we detached before it answered: now it can go."""
+        if self.unanswered.pop(p, None) is not None:
+            lib.pn_link_free(p)
 
     def on_link_flow(self, conn: Connection, ev: Any) -> None:
         link = self.links.get(lib.pn_event_link(ev))
