@@ -27,14 +27,19 @@ open together at start-up, each preferred to the one before):
   for new links, refuse or take them, and answer again, thousands of times a second.
 - A link detached before the interior answered its attach is kept by the engine until the
   answer and the detach come back (`Router.detach`), for the same reason.
+- The interior may detach one of these links itself (refuse it, say): the edge attaches it
+  again after a backoff (as a connector redials: 0.1 s doubling to 10 s, jittered; the count
+  starts over once a link stayed attached `STABLE_SECONDS`), never in a tight loop.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
+from router.connector import STABLE_SECONDS, backoff_delay
 from router.log import get_logger
-from router.pn import NULL, lib
+from router.pn import NULL, get_condition, lib
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -42,6 +47,11 @@ if TYPE_CHECKING:
     from router.links import Link
 
 log = get_logger("router")
+
+# What is attached on the uplink, as the backoff bookkeeping names it: the anonymous sender is
+# UPLINK, a proxy receiver is its address.
+UPLINK = None
+Attachment = str | None
 
 
 class Edge:
@@ -52,6 +62,11 @@ class Edge:
         self.standby: list[Connection] = []
         self.proxies: dict[str, Link] = {}  # local mobile address -> proxy receiver
         self.sessions: dict[Connection, Any] = {}  # edge connection -> our session on it
+        # Links the interior detached: consecutive times, when each was last attached, and when
+        # it is attached again.
+        self.refusals: dict[Attachment, int] = {}
+        self.attached_at: dict[Attachment, float] = {}
+        self.retry_at: dict[Attachment, float] = {}
 
     def rank(self, conn: Connection) -> int:
         """`conn`'s place among the edge connectors: lower is preferred."""
@@ -94,6 +109,9 @@ class Edge:
         """No uplink: its links, from here on, are none of the edge's business."""
         self.active = self.uplink = None
         self.proxies.clear()
+        self.refusals.clear()
+        self.attached_at.clear()
+        self.retry_at.clear()
 
     def deactivate(self) -> None:
         """Stop using the active uplink, leaving its connection (and our session on it) open in
@@ -113,16 +131,18 @@ class Edge:
         self.router.fwd.uplink_changed()
 
     def attach(self) -> None:
-        """Attach on the uplink whatever should be there and is not."""
+        """Attach on the uplink whatever should be there and is not, unless it waits to be
+        attached again after the interior detached it."""
         router = self.router
         conn = self.active
         if conn is None:
             return
-        if self.uplink is None:
+        if self.uplink is None and UPLINK not in self.retry_at:
             p = lib.pn_sender(self.session(conn), f"edge.uplink.{router.id}".encode())
             lib.pn_link_open(p)
             self.uplink = router.register_link(p, conn, incoming=False)
             self.uplink.kind = "edge"
+            self.attached_at[UPLINK] = time.monotonic()
         self.proxy(f"_edge/{router.id}")
         for entry in router.fwd.entries.values():
             if entry.consumers and entry.key[0] == "M":
@@ -142,7 +162,7 @@ class Edge:
 
     def proxy(self, address: str) -> None:
         conn = self.active
-        if conn is None or address in self.proxies:
+        if conn is None or address in self.proxies or address in self.retry_at:
             return
         p = lib.pn_receiver(self.session(conn), f"edge.proxy.{self.router.id}.{address}".encode())
         lib.pn_terminus_set_address(lib.pn_link_source(p), address.encode())
@@ -152,8 +172,54 @@ class Edge:
         link.anonymous = True
         link.address = address
         self.proxies[address] = link
+        self.attached_at[address] = time.monotonic()
         self.router.fwd.credit_dirty.add(link)
         self.router.fwd.touched.add(conn)
+
+    def link_detached(self, link: Link) -> None:
+        """The engine is detaching `link`. If it is still one of the uplink's (the edge forgets
+        its own before detaching them), the interior detached it: attach it again, later."""
+        key: Attachment
+        if link is self.uplink:
+            key = UPLINK
+            self.uplink = None
+        elif link.address is not None and self.proxies.get(link.address) is link:
+            key = link.address
+            del self.proxies[key]
+        else:
+            return
+        conn, p = link.conn, link.pn
+        if self.router.stopping or lib.pn_connection_state(conn.pn) & lib.PN_REMOTE_CLOSED:
+            return  # the connection is going (its close follows): nothing to attach again
+        if lib.pn_session_state(lib.pn_link_session(p)) & lib.PN_REMOTE_CLOSED:
+            self.sessions.pop(conn, None)  # the interior ended it: begin another
+        now = time.monotonic()
+        stable = now - self.attached_at.pop(key, now) >= STABLE_SECONDS
+        refusals = self.refusals[key] = 1 if stable else self.refusals.get(key, 0) + 1
+        delay = backoff_delay(refusals)
+        self.retry_at[key] = now + delay
+        cond = get_condition(lib.pn_link_remote_condition(p))
+        log.warning(
+            "edge.link_detached",
+            conn=conn.conn_id,
+            name=link.name,
+            error=cond[0] if cond else None,
+            description=cond[1] if cond else None,
+            refusals=refusals,
+            retry_in=round(delay, 2),
+        )
+
+    def poll(self, now: float) -> None:
+        """From housekeeping: attach again what the interior detached, once its wait is over."""
+        due = [key for key, at in self.retry_at.items() if at <= now]
+        if not due:
+            return
+        for key in due:
+            del self.retry_at[key]
+        had_uplink = self.uplink is not None
+        self.attach()
+        if self.uplink is not None and not had_uplink:
+            self.router.fwd.uplink_changed()
 
     def add_local(self, address: str) -> None:
         self.proxy(address)
@@ -161,4 +227,5 @@ class Edge:
     def remove_local(self, address: str) -> None:
         link = self.proxies.pop(address, None)
         if link is not None:
+            self.attached_at.pop(address, None)
             self.router.detach(link)

@@ -407,6 +407,8 @@ class Router:
         if self.fwd.holding:
             self.fwd.expire_held(now)
         self.connectors.poll(now)
+        if self.edge is not None:
+            self.edge.poll(now)
         for config_source in self.config_sources:
             config_source.poll(now)
 
@@ -682,6 +684,8 @@ class Router:
         link.conn.links.discard(link)
         if self.network is not None and link.kind != "endpoint":
             self.network.forget_link(link)
+        elif self.edge is not None and link.kind == "edge":
+            self.edge.link_detached(link)
         self.fwd.unregister(link)
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn

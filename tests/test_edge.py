@@ -1,10 +1,12 @@
 """Edge routers against real interior routers: routing through the uplink, the `_edge/<id>`
 address space, multicast without duplicates, failover to a reserve uplink and back to the
-preferred one."""
+preferred one, a link the interior refuses attached again with backoff. (Uplinks switched in
+quick succession: tests/test_edge_flap.py.)"""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,3 +247,45 @@ def test_two_interiors_with_two_edges_each(tmp_path: Path, world: World) -> None
         for r in news:
             assert r.bodies == list(range(10))
         assert {t.outcome for t in sender.sent + caster.sent} == {"accepted"}
+
+
+def test_a_link_the_interior_refuses_is_attached_again_with_backoff(
+    tmp_path: Path, world: World
+) -> None:
+    """The interior refuses the edge's proxy for an address it link-routes to a container that
+    is not there (the edge has no such link route: to it, a consumer like any other). The edge
+    attaches it again after 0.1 s, 0.2 s, 0.4 s, ... (as a connector redials), never in a tight
+    loop, and the rest of its uplink works meanwhile."""
+    routes = [{"prefix": "queue", "direction": "out", "containerId": "broker"}]
+    a = RouterProcess(
+        tmp_path,
+        "A",
+        listeners=[{}, {"role": "inter-router"}, {"role": "edge"}],
+        sections={"linkRoutes": routes},
+        extra_args=["--mode", "interior"],
+    )
+    e1 = edge(tmp_path, "E1", [a])
+    with started(a, e1):
+        client = world.connect(e1.url)
+        refused = Receiver(client, "queue.x")
+        orders = Receiver(client, "orders")
+        world.run_until(lambda: refused.attached and orders.attached)
+        world.run_for(3.0)
+        name = "name=edge.proxy.E1.queue.x "
+        refusals = [line for line in a.log().splitlines() if "event=link.refused" in line]
+        assert refusals and all(name in line for line in refusals), a.log()
+        assert "error=qd:no-route-to-dest" in refusals[0]
+        # Attached at 0, then about 0.1, 0.3, 0.7, 1.5 s: a handful in 3 s, not thousands.
+        assert 3 <= len(refusals) <= 7, refusals
+        waits = [
+            float(w)
+            for w in re.findall(rf"event=edge\.link_detached .*{name}.*retry_in=(\S+)", e1.log())
+        ]
+        assert len(waits) == len(refusals), e1.log()
+        assert waits == sorted(waits) and waits[0] < 0.2 and waits[-1] > 0.5, waits
+        # The uplink meanwhile: a message from the interior reaches the edge's consumer.
+        sender = Sender(world.connect(a.url), "orders")
+        world.run_until(lambda: sender.credit > 0, timeout=10, what="a route A -> E1")
+        sender.send(Message(body="still up"))
+        world.run_until(lambda: sender.all_settled() and orders.bodies == ["still up"])
+        assert {t.outcome for t in sender.sent} == {"accepted"}
