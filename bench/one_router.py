@@ -43,6 +43,12 @@ TARGET_IDLE_RSS_MIB = 60
 IDLE_SETTLE_S = 1.0  # lets start-up allocations finish before idle RSS is read
 START_TIMEOUT_S = 30.0
 MIB = 1024 * 1024
+# A qdrouterd binary (its Python modules and libraries found through the environment, as its
+# own install sets them up) to measure beside ours in the same run; no registry ships one, so
+# without it the suite says so and measures ours alone.
+QDROUTERD = os.environ.get("QDROUTERD")
+# qdrouterd with one worker thread (the fair match for our one event loop), and its default.
+QDROUTERD_WORKERS = {"qdrouterd1": 1, "qdrouterd": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +65,22 @@ class Scenario:
 
 
 def scenarios(via: str) -> list[Scenario]:
-    """The four scenarios, peer-to-peer baseline first, through `via` after."""
-    return [Scenario(path, presettled) for path in (None, via) for presettled in (False, True)]
+    """Peer-to-peer baseline first, through `via` after, then through qdrouterd (one worker
+    thread, then its default) when QDROUTERD names one and `via` is the router."""
+    paths: list[str | None] = [None, via]
+    if QDROUTERD and via == "router":
+        paths += list(QDROUTERD_WORKERS)
+    return [Scenario(path, presettled) for path in paths for presettled in (False, True)]
+
+
+def qdrouterd_config(port: int, workers: int | None) -> str:
+    """A standalone qdrouterd with one anonymous listener: the same job as `--listen`."""
+    threads = f"    workerThreads: {workers}\n" if workers else ""
+    return (
+        f"router {{\n    mode: standalone\n    id: bench\n{threads}}}\n"
+        f"listener {{\n    host: {HOST}\n    port: {port}\n    role: normal\n"
+        "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}\n"
+    )
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -85,6 +105,10 @@ def _intermediary(
     port = free_port()
     if via == "router":
         command = [sys.executable, "-m", "router", "--id", "bench", "--listen", f"{HOST}:{port}"]
+    elif via in QDROUTERD_WORKERS and QDROUTERD:
+        config = log.with_suffix(".conf")
+        config.write_text(qdrouterd_config(port, QDROUTERD_WORKERS[via]))
+        command = [QDROUTERD, "-c", str(config)]
     elif clients.broker is not None:
         command = [str(clients.broker), HOST, str(port)]
     else:
@@ -388,6 +412,25 @@ def markdown(results: dict[str, Any]) -> str:
             f"idle RSS ≤ {idle['target']} MiB: {cell(idle['measured'], 1)} "
             f"({verdict(idle['met'])})."
         )
+    notes += qdrouterd_notes(results)
     if notes:
         lines += ["", *notes]
     return "\n".join(lines) + "\n"
+
+
+def qdrouterd_notes(results: dict[str, Any]) -> list[str]:
+    """Ours against qdrouterd in the same run, or why there is no such comparison."""
+    if results["config"]["via"] != "router":
+        return []
+    ran = results["scenarios"]
+    if not any(name.startswith("qdrouterd") for name in ran):
+        return ["qdrouterd not measured in this run (set QDROUTERD to a qdrouterd binary)."]
+    notes = []
+    for settlement in ("unsettled", "presettled"):
+        ours = ran.get(f"router-{settlement}", {}).get("throughput", {}).get("msgs_per_s")
+        for path in QDROUTERD_WORKERS:
+            theirs = ran.get(f"{path}-{settlement}", {}).get("throughput", {}).get("msgs_per_s")
+            if ours and theirs:
+                ratio = ours / theirs
+                notes.append(f"router-{settlement} / {path}-{settlement}: {ratio:.2f} times.")
+    return notes

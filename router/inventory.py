@@ -89,7 +89,17 @@ def router_row(router: Router) -> dict[str, Any]:
         "connectionCount": len(router.conns),
         **router.stats.as_dict(),
         "deliveriesStuck": stuck_deliveries(router),
+        "linksBlocked": blocked_links(router),
     }
+
+
+def blocked_links(router: Router) -> int:
+    """Outgoing links with deliveries waiting and no credit to send them (qdstat -g)."""
+    return sum(
+        1
+        for link in router.links.values()
+        if not link.incoming and link.queue and lib.pn_link_credit(link.pn) <= 0
+    )
 
 
 def stuck_deliveries(router: Router) -> int:
@@ -122,6 +132,7 @@ def connection_rows(router: Router) -> list[dict[str, Any]]:
                 "host": conn.host,
                 "dir": "in" if conn.inbound else "out",
                 "role": conn.role,
+                "protocol": "amqp",
                 "isAuthenticated": bool(lib.pn_transport_is_authenticated(t)),
                 "isEncrypted": encrypted,
                 "ssl": encrypted,
@@ -173,7 +184,7 @@ def link_row(link: Link) -> dict[str, Any]:
         "adminStatus": "enabled",
         "operStatus": "up",
         "connectionId": str(link.conn.conn_id),
-        "priority": 4,
+        "priority": link.priority,
     }
 
 

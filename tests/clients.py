@@ -67,6 +67,7 @@ QDSTAT_G = [
     "deliveriesDelayed1Sec",
     "deliveriesDelayed10Sec",
     "deliveriesStuck",
+    "linksBlocked",
     "deliveriesRedirectedToFallback",
     "deliveriesIngress",
     "deliveriesEgress",

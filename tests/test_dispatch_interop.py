@@ -258,6 +258,18 @@ def test_router_node_shows_the_dispatch_neighbour_at_its_cost(
         rows = mgmt.query("router.node", ["id", "cost", "nextHop", "routerLink"])
         q = next(r for r in rows if r["id"] == "Q")
         assert q["cost"] == cost and q["nextHop"] is None and q["routerLink"] is not None
+        # qdstat -l: the data links toward Q by priority; -c: the protocol.
+        links = mgmt.query("router.link", ["linkType", "linkDir", "priority"])
+        data_out = [
+            r["priority"]
+            for r in links
+            if r["linkType"] == "inter-router" and r["linkDir"] == "out"
+        ]
+        assert sorted(data_out) == list(range(10))
+        assert {c["protocol"] for c in mgmt.query("connection", ["protocol"])} == {"amqp"}
+        # Our instance is Dispatch's: boot time in seconds, an int on the wire.
+        hello = next(body for _to, op, body in peer.received if op == "HELLO")
+        assert isinstance(hello["instance"], int) and 0 < hello["instance"] < 2**31
         assert peer.routes.cost["R"] == cost
 
 

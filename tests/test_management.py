@@ -84,6 +84,7 @@ def router_row() -> dict[str, Any]:
         "connectionCount": 2,
         **stats.as_dict(),
         "deliveriesStuck": 0,
+        "linksBlocked": 0,
     }
 
 
