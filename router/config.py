@@ -59,7 +59,7 @@ class ConfigError(Exception):
     def from_validation(cls, err: ValidationError, context: str = "") -> ConfigError:
         """Flattens pydantic's multi-line report so a CLI can print it after its own name."""
         message = "; ".join(_describe(detail) for detail in err.errors())
-        return cls(f"{context}{message}")
+        return cls(_one_line(f"{context}{message}"))
 
 
 def _describe(detail: ErrorDetails) -> str:
@@ -75,6 +75,11 @@ def _describe(detail: ErrorDetails) -> str:
         msg = detail["msg"]
         text = f"{_short_repr(detail['input'])} is invalid: {msg[:1].lower()}{msg[1:]}"
     return f"{path}: {text}" if path else text
+
+
+def _one_line(text: str) -> str:
+    """Keys and values from the file may hold line breaks; the message must not."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
