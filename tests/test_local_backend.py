@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -93,6 +94,20 @@ def converged(state: Path) -> dict[str, Any] | None:
     return report
 
 
+def uplink_in_log(log: Path) -> str | None:
+    """The interior an edge last said it took as its uplink (its `edge.uplink` log line)."""
+    found = re.findall(r"event=edge\.uplink conn=\S+ peer=\S+ container=(\S+)", log.read_text())
+    return found[-1] if found else None
+
+
+def uplinks_as_the_edges_say(state: Path) -> bool:
+    """Whether `status` names, for every edge, the interior the edge's log says it uses."""
+    report = local.status(state)
+    assert report is not None
+    edges = [r for r in report["routers"] if r["mode"] == "edge"]
+    return all(r["uplink"] == uplink_in_log(Path(r["log"])) for r in edges)
+
+
 def knows(state: Path, router: str, address: str, hosts: set[str]) -> bool:
     """Whether `router` knows consumers of `address` on every router of `hosts`."""
     report = local.status(state)
@@ -172,6 +187,7 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
         edge = {c["peer"] for c in by_id[name]["connections"] if c["role"] == "edge"}
         assert edge == set(INTERIORS)  # one uplink and two in reserve
         assert by_id[name]["uplink"] in INTERIORS
+    eventually("status naming the uplinks the edges use", lambda: uplinks_as_the_edges_say(state))
     assert {(c["from"], c["to"]) for c in shown["connections"] if c["role"] == "inter-router"} == {
         ("core-1", "core-0"),
         ("core-2", "core-0"),
@@ -420,3 +436,21 @@ def test_link_routes_added_while_running_are_applied_live(tmp_path: Path, state:
     assert all(is_router(pid) for pid in pids.values())
     shown = json.loads(routernet("status", "--state-dir", str(state), "--json").stdout)
     assert [lr["name"] for lr in shown["linkRoutes"]] == ["db", "queues"]
+
+
+def test_status_takes_an_edge_uplink_from_the_edge() -> None:
+    """The uplink is the peer of the edge connection that carries the edge's anonymous sender,
+    as the edge's own management lists them; a client's link of that name does not count, and
+    no interior is asked (one may still hold a consumer for `_edge/<id>` the edge has left)."""
+    connections = [
+        {"identity": "1", "container": "core-0", "role": "edge", "dir": "out"},
+        {"identity": "2", "container": "core-2", "role": "edge", "dir": "out"},
+        {"identity": "7", "container": "app", "role": "normal", "dir": "in"},
+    ]
+    links = [
+        {"name": "edge.uplink.edge-0", "linkDir": "in", "connectionId": "7"},
+        {"name": "edge.proxy.edge-0._edge/edge-0", "linkDir": "in", "connectionId": "2"},
+        {"name": "edge.uplink.edge-0", "linkDir": "out", "connectionId": "2"},
+    ]
+    assert local.edge_uplink({"connection": connections, "router.link": links}) == "core-2"
+    assert local.edge_uplink({"connection": connections, "router.link": links[:2]}) is None

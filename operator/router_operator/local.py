@@ -600,7 +600,8 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> tuple[list[str], lis
         return stopped, killed
 
 
-CONNECTION_ATTRIBUTES = ["container", "role", "dir", "host"]
+CONNECTION_ATTRIBUTES = ["identity", "container", "role", "dir", "host"]
+LINK_ATTRIBUTES = ["name", "linkDir", "connectionId"]
 NODE_ATTRIBUTES = ["id", "nextHop", "cost"]
 ADDRESS_ATTRIBUTES = [
     "key",
@@ -640,25 +641,24 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
         elif endpoint is None:
             entry["error"] = "no client listener to ask $management"
         else:
+            entities = {
+                "connection": CONNECTION_ATTRIBUTES,
+                "router.node": NODE_ATTRIBUTES,
+                "router.address": ADDRESS_ATTRIBUTES,
+            }
+            if record["mode"] == "edge":
+                entities["router.link"] = LINK_ATTRIBUTES  # where its uplink is
             try:
-                rows = management_query(
-                    endpoint,
-                    {
-                        "connection": CONNECTION_ATTRIBUTES,
-                        "router.node": NODE_ATTRIBUTES,
-                        "router.address": ADDRESS_ATTRIBUTES,
-                    },
-                    timeout,
-                )
+                rows = management_query(endpoint, entities, timeout)
             except Exception as err:  # any failure is the router's status, not ours
                 entry["error"] = f"$management at {endpoint}: {err or type(err).__name__}"
             else:
                 entry.update(_management_view(rows))
+                if record["mode"] == "edge":
+                    entry["uplink"] = edge_uplink(rows)
+        if record["mode"] == "edge":
+            entry.setdefault("uplink", None)  # unknown: the edge did not answer
         routers.append(entry)
-    uplinks = {edge: r["id"] for r in routers for edge in r.pop("uplinkFor", [])}
-    for r in routers:
-        if r["mode"] == "edge":
-            r["uplink"] = uplinks.get(r["id"])
     networks = state.networks
     return {
         "stateDir": str(state_dir),
@@ -701,18 +701,29 @@ def _management_view(rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]
         if r["key"].startswith("M0") and not r["key"].startswith("M0_")
     ]
     addresses.sort(key=lambda a: a["address"])
-    # An edge's active uplink is the interior where its _edge/<edge> address has a consumer.
-    uplinks = {
-        r["key"][len("M0_edge/") :]
-        for r in rows["router.address"]
-        if r["key"].startswith("M0_edge/") and r["subscriberCount"]
+    return {"connections": connections, "knownRouters": nodes, "addresses": addresses}
+
+
+def edge_uplink(rows: Mapping[str, list[dict[str, Any]]]) -> str | None:
+    """The interior an edge routes through, as the edge itself has it (its ``connection`` and
+    ``router.link`` rows): the peer of the edge connection that carries its anonymous sender
+    ``edge.uplink.<edge-id>`` (router/edge.py). None while it has none.
+
+    Not inferred from the interiors (which one has a consumer for ``_edge/<edge-id>``): that
+    consumer is the edge's, but an interior can hold one the edge no longer uses for as long as
+    the edge's detach takes to arrive, and a view put together from several routers' answers is
+    never quite of one moment."""
+    edge_connections = {
+        r["identity"]: r["container"]
+        for r in rows["connection"]
+        if r["role"] == "edge" and r["dir"] == "out"
     }
-    return {
-        "connections": connections,
-        "knownRouters": nodes,
-        "addresses": addresses,
-        "uplinkFor": sorted(uplinks),
-    }
+    for link in rows["router.link"]:
+        if link["linkDir"] == "out" and (link["name"] or "").startswith("edge.uplink."):
+            peer = edge_connections.get(link["connectionId"])
+            if peer is not None:
+                return str(peer)
+    return None
 
 
 def management_query(
