@@ -19,7 +19,7 @@ import time
 from collections.abc import Hashable
 from typing import Any
 
-from proton import Delivery, Message, symbol
+from proton import Delivery, Message, int32, symbol
 from proton.handlers import MessagingHandler
 
 from router.network import ControlPlane, Routes, Timers
@@ -27,6 +27,8 @@ from router.network import ControlPlane, Routes, Timers
 CONTROL = symbol("qd.router")
 DATA = symbol("qd.router-data")
 PRIORITIES = 10
+# What Dispatch offers and desires in its Open, both sides.
+CAPABILITIES = [symbol("ANONYMOUS-RELAY"), symbol("qd.streaming-links")]
 TIMERS = Timers(
     helloIntervalSeconds=1, helloMaxAgeSeconds=3, raIntervalSeconds=5, raIntervalFluxSeconds=1
 )
@@ -218,11 +220,11 @@ class DispatchPeer(MessagingHandler):
         props: dict[symbol, Any] = {
             symbol("product"): "qpid-dispatch-router",
             symbol("version"): "1.19.0",
-            symbol("qd.conn-id"): 1,
-            symbol("qd.annotations-version"): 1,
+            symbol("qd.conn-id"): int32(1),
+            symbol("qd.annotations-version"): int32(1),
         }
         if cost is not None and cost > 1 and not listen:
-            props[symbol("qd.inter-router-cost")] = cost  # the dialling side's alone
+            props[symbol("qd.inter-router-cost")] = int32(cost)  # the dialling side's alone
         self.props = props
         self.listening = listen
         if listen:
@@ -234,7 +236,13 @@ class DispatchPeer(MessagingHandler):
         else:
             # Dispatch's container id is its router id.
             self.conn = world.container.connect(
-                url, handler=self, reconnect=False, container_id=rid, properties=props
+                url,
+                handler=self,
+                reconnect=False,
+                container_id=rid,
+                properties=props,
+                offered_capabilities=CAPABILITIES,
+                desired_capabilities=CAPABILITIES,
             )
         self.opened = False
         self.closed = False
@@ -247,6 +255,7 @@ class DispatchPeer(MessagingHandler):
         self.conn = event.connection
         self.conn.container = self.rid
         self.conn.properties = self.props
+        self.conn.offered_capabilities = self.conn.desired_capabilities = CAPABILITIES
 
     def on_connection_opened(self, event: Any) -> None:
         self.opened = True
@@ -354,7 +363,7 @@ class DispatchPeer(MessagingHandler):
         return delivery
 
     def tick(self) -> None:
-        if self.plane is not None and self.opened and not self.closed:
+        if self.plane is not None and self.up and not self.closed:
             self.plane.tick(time.monotonic())
 
     def run_for(self, seconds: float) -> None:

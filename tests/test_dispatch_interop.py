@@ -15,7 +15,10 @@ only the connection it came from.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +28,7 @@ import pytest
 from clients import Management, Receiver, World
 from dispatch_peer import DispatchPeer, control_message, data_message, encode, section
 from harness import NETWORK_TIMERS, RouterNetwork, RouterProcess, free_port
-from proton import Delivery, Message, symbol
+from proton import Data, Delivery, Message, symbol
 
 from router.config import validate_config
 from router.engine import Router
@@ -130,6 +133,104 @@ def test_the_peer_annotates_data_as_qdrouterd(captured: dict[str, Any]) -> None:
     sections = scan(raw)
     client = raw[: sections.ma_start] + raw[sections.ma_end :]
     assert data_message(client, ann["x-opt-qd.ingress"], list(ann["x-opt-qd.trace"])) == raw
+
+
+FRAMES = json.loads((CAPTURES / "frames.json").read_text())
+
+
+def performatives(stream: bytes) -> list[Any]:
+    """The AMQP performatives in one direction of a connection, SASL frames skipped."""
+    out, i = [], 0
+    while i < len(stream):
+        if stream.startswith(b"AMQP", i):
+            i += 8
+            continue
+        size, doff, kind = int.from_bytes(stream[i : i + 4]), stream[i + 4], stream[i + 5]
+        body = stream[i + 4 * doff : i + size]
+        i += size
+        if kind == 0 and body:
+            data = Data()
+            data.decode(body)
+            data.rewind()
+            data.next()
+            out.append(data.get_object())
+    return out
+
+
+def captured_performative(sender: str, index: int) -> Any:
+    [performative] = performatives(bytes.fromhex(FRAMES[index]["bytes"]))
+    assert FRAMES[index]["sender"] == sender
+    return performative
+
+
+def test_the_peer_opens_and_attaches_as_qdrouterd(tmp_path: Path, world: World) -> None:
+    """What the peer puts on the wire, recorded between it and our router, has the fields of
+    qdrouterd 1.19's dialling side (Q2 in the capture): Open capabilities and properties with
+    their types, control links' capabilities a single symbol, settle modes."""
+    with interior(tmp_path) as router, Recorder(router.host, router.listeners[1]["port"]) as rec:
+        peer = DispatchPeer(world, f"127.0.0.1:{rec.port}", "Q2", cost=3, run_protocol=False)
+        world.run_until(
+            lambda: peer.control_out is not None and peer.control_out.credit > 0,
+            what="the peer's control link",
+        )
+        sent = performatives(rec.sent())
+    opened = next(p for p in sent if p.descriptor == 0x10).value
+    want = captured_performative("Q2", 3).value
+    # container-id, then offered and desired capabilities, then the properties and their types
+    assert opened[0] == want[0] == "Q2"
+    assert opened[7:9] == want[7:9]
+    assert {k: (type(v), v) for k, v in opened[9].items() if k != "qd.conn-id"} == {
+        k: (type(v), v) for k, v in want[9].items() if k != "qd.conn-id"
+    }
+    assert type(opened[9][symbol("qd.conn-id")]) is type(want[9][symbol("qd.conn-id")])
+    attaches = [p.value for p in sent if p.descriptor == 0x12][:2]
+    for ours, theirs in zip(
+        attaches, [captured_performative("Q2", i).value for i in (4, 5)], strict=True
+    ):
+        assert ours[2:5] == theirs[2:5]  # role, snd-settle-mode, rcv-settle-mode
+        assert ours[5].value[10] == theirs[5].value[10] == symbol("qd.router")  # source caps
+        assert ours[6].value[6] == theirs[6].value[6] == symbol("qd.router")  # target caps
+
+
+class Recorder:
+    """A TCP relay in front of our router that keeps what the client side sent."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.data = bytearray()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.relay, daemon=True)
+
+    def __enter__(self) -> Recorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.server.close()
+
+    def sent(self) -> bytes:
+        time.sleep(0.2)
+        return bytes(self.data)
+
+    def relay(self) -> None:
+        self.server.settimeout(5)
+        client, _ = self.server.accept()
+        upstream = socket.create_connection(self.target)
+        with client, upstream:
+            ends = {client: upstream, upstream: client}
+            while not self.stop.is_set():
+                ready, _, _ = select.select(list(ends), [], [], 0.05)
+                for sock in ready:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return
+                    if sock is client:
+                        self.data += chunk
+                    ends[sock].sendall(chunk)
 
 
 def test_qdrouterds_own_bytes_replayed_make_it_a_neighbour(tmp_path: Path, world: World) -> None:
@@ -267,9 +368,6 @@ def test_router_node_shows_the_dispatch_neighbour_at_its_cost(
         ]
         assert sorted(data_out) == list(range(10))
         assert {c["protocol"] for c in mgmt.query("connection", ["protocol"])} == {"amqp"}
-        # Our instance is Dispatch's: boot time in seconds, an int on the wire.
-        hello = next(body for _to, op, body in peer.received if op == "HELLO")
-        assert isinstance(hello["instance"], int) and 0 < hello["instance"] < 2**31
         assert peer.routes.cost["R"] == cost
 
 
