@@ -9,8 +9,9 @@ passed in, so the arithmetic runs in unit tests without a router or a clock.
 
 Windows are aligned to multiples of their length since the epoch, so the records of every router
 cover the same intervals and the pipeline can join them without interpolating. A row that saw
-nothing for a whole window is dropped from the table (and from the entry that led to it), so a
-stream of short-lived reply addresses does not grow the table without bound.
+nothing for a whole window is dropped from the table once the router has forgotten its address
+(and its outcomes are all in), so a stream of short-lived reply addresses does not grow the
+table without bound.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ class FlowCounters:
     `delivered` rows count deliveries this router handed to consuming clients (egress = this
     router); the others count deliveries that reached no consumer here (egress null): `dropped`
     for pre-settled ones, `released` for unsettled ones given back to their sender.
-    `owner`/`key` say where the data path caches this row (an address entry's dict), so that
-    dropping an idle row also stops the data path from counting into it.
+    `owner`/`key` say where the data path caches this row (an address entry's dict): a row
+    stays while it is cached there (the router still knows the address, and the metrics
+    endpoint reports its totals), and goes once it is not and a window passed without news.
     """
 
     __slots__ = (
@@ -178,7 +180,9 @@ class Flows:
                 hist = [a - b for a, b in zip(hist, before[2], strict=True)]
             self.last[key] = now_reading
             if not any(counts):
-                if row.outstanding() == 0:
+                if row.outstanding() == 0 and (
+                    row.owner is None or row.owner.get(row.key) is not row
+                ):
                     idle.append(key)
                 continue
             self.sequence += 1
@@ -202,8 +206,6 @@ class Flows:
             )
             row.latency_max_us = 0.0
         for key in idle:
-            row = self.rows.pop(key)
-            self.last.pop(key, None)
-            if row.owner is not None and row.owner.get(row.key) is row:
-                del row.owner[row.key]
+            del self.rows[key]
+            del self.last[key]
         return records
