@@ -2,7 +2,10 @@
 
 * `chain3-unsettled`, `chain3-presettled`: sender on router A, receiver on C, routers in a line
   A-B-C; throughput, then latency at half that throughput, as in the one-router benchmark, plus
-  each router's CPU per message and peak RSS.
+  each router's CPU per message and peak RSS. The routers run as in pods: telemetry on (flow
+  counting, 1-in-100 latency samples, records every 10 s, dropped here for want of a collector)
+  and the HTTP endpoint up. `chain3-unsettled-telemetry-off` is `chain3-unsettled` with
+  `telemetry.enabled: false` and no HTTP endpoint: the pair shows what telemetry costs.
 * `reroute`: a square A-B-C-D-A whose costs make A→B→C strictly cheaper than A→D→C; a paced
   sender on A, a receiver on C; B is killed with SIGKILL, and the time is taken from the kill to
   the first message received at C that was sent after the kill (so it cannot have gone through
@@ -26,6 +29,7 @@ every 0.25 s).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -81,6 +85,7 @@ SCENARIOS = (
     "chain3-unsettled",
     "chain3-presettled",
     "chain3-unsettled-source",
+    "chain3-unsettled-telemetry-off",
     "reroute",
     "new-consumer",
 )
@@ -251,12 +256,15 @@ def network(
     *,
     append: bool = False,
     source: bool = False,
+    telemetry: dict[str, Any] | None = None,
 ) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
     """Starts one fresh interior router per spec and waits until every router reaches every
     other at its shortest-path cost; yields the routers and each one's `router.node` view.
     Stops them all on the way out, whatever happens. Router logs (JSON lines) go to
     `<log_dir>/<scenario>-<id>.log`, appended to if `append`. `source`: the routers run their
-    plain Python source."""
+    plain Python source. `telemetry`: the routers' telemetry section, in a JSON config file
+    beside the log (`<scenario>-<id>.config.log`, ignored by git like the logs; the flags give
+    the rest)."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
     expected = shortest_costs(specs)
@@ -281,6 +289,10 @@ def network(
             ]
             for peer, cost in spec.connect:
                 command += ["--connect", f"{HOST}:{ports[peer][1]},cost={cost}"]
+            if telemetry is not None:
+                config = log_dir / f"{scenario}-{spec.id}.config.log"  # JSON; beside the log
+                config.write_text(json.dumps({"router": {"id": spec.id}, "telemetry": telemetry}))
+                command += ["--config", str(config)]
             log = stack.enter_context(
                 (log_dir / f"{scenario}-{spec.id}.log").open("ab" if append else "wb")
             )
@@ -319,7 +331,11 @@ def run_chain(
     Routers' CPU is counted over the throughput run, peak RSS over the whole scenario."""
     presettled = "-presettled" in name
     source = name.endswith("-source")
-    with network(LINE, log_dir, name, source=source) as (routers, _):
+    # As in pods: metrics over HTTP (an ephemeral port) besides the default flow telemetry.
+    telemetry: dict[str, Any] = {"http": {"host": HOST, "port": 0}}
+    if name.endswith("-telemetry-off"):
+        telemetry = {"enabled": False}
+    with network(LINE, log_dir, name, source=source, telemetry=telemetry) as (routers, _):
         a, c = routers["A"], routers["C"]
         time.sleep(IDLE_SETTLE_S)
         modules = {process_router_modules(r.proc.pid) for r in routers.values()}

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from router.addressing import rule_tokens
+from router.telemetry.config import Telemetry, check_not_reserved
 
 AMQP_PORT = 5672
 
@@ -627,6 +628,11 @@ class Address(_Strict):
     _prefix = field_validator("prefix")(_check_prefix)
     _pattern = field_validator("pattern")(_check_pattern)
 
+    @field_validator("prefix", "pattern")
+    @classmethod
+    def _not_reserved(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return check_not_reserved(value, str(info.field_name))
+
     @field_validator("fallbackAddress")
     @classmethod
     def _fallback(cls, value: str | None) -> str | None:
@@ -838,6 +844,7 @@ class RouterConfig(_Strict):
     connectors: list[Connector] = Field(default_factory=list)
     addresses: list[Address] = Field(default_factory=list)
     linkRoutes: list[LinkRoute] = Field(default_factory=list)
+    telemetry: Telemetry = Field(default_factory=Telemetry)
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Self:

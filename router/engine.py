@@ -53,6 +53,8 @@ from router.sections import (
     scan,
 )
 from router.stats import RouterStats
+from router.telemetry.emitter import Emitter
+from router.telemetry.http import HttpEndpoint
 
 log = get_logger("router")
 
@@ -67,6 +69,7 @@ def entering_network(ann: RouterAnnotations) -> RouterAnnotations:
     routers), so the edge's ingress annotation is not carried on."""
     entered = RouterAnnotations()
     entered.trace, entered.to, entered.phase = ann.trace, ann.to, ann.phase
+    entered.sample = ann.sample
     entered.present = ann.present
     return entered
 
@@ -151,6 +154,13 @@ class Router:
             lib.PN_DELIVERY: self.on_delivery,
             lib.PN_TRANSPORT_ERROR: self.on_transport_error,
         }
+        # Telemetry (router/telemetry/): flow records, and metrics and probes over HTTP.
+        self.last_turn = time.monotonic()  # /healthz: the loop is alive while this moves
+        self.telemetry: Emitter | None = None
+        if config.telemetry.enabled:
+            self.telemetry = Emitter(self, config.telemetry, time.time())
+            self.fwd.flows = self.telemetry.flows
+        self.http: HttpEndpoint | None = None
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -204,10 +214,15 @@ class Router:
             log.error("sasl.unavailable", error=problem)
             return 1
         try:
+            http = self.config.telemetry.http  # bound first: listening on AMQP means ready
+            if http is not None:
+                self.http = HttpEndpoint(self, http.host, http.port)
             self.open_listeners()
         except OSError as e:
             log.error("listener.failed", error=str(e))
             return 1
+        if self.http is not None:
+            self.http.start()
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
         wake_w.setblocking(False)
@@ -221,9 +236,13 @@ class Router:
                 config_source.start(self)
             self.loop(lambda: not self.stop_signals)
             drain.run(self)  # router/drain.py: no new links or credit, held deliveries settle
+            if self.telemetry is not None:
+                self.telemetry.flush()  # the last window goes out with the connections' close
             self.stopping = True
             self.shutdown()
         finally:
+            if self.http is not None:
+                self.http.stop()
             signal.set_wakeup_fd(old_fd)
             for s, h in previous.items():
                 signal.signal(s, h)
@@ -272,6 +291,7 @@ class Router:
         while keep_going():
             now = time.monotonic()
             self.fwd.now = now
+            self.last_turn = now
             if now >= next_housekeeping:
                 self.housekeeping(now)
                 next_housekeeping = now + HOUSEKEEPING_SECONDS
@@ -406,6 +426,8 @@ class Router:
                     self.teardown(conn)
         if self.fwd.holding:
             self.fwd.expire_held(now)
+        if self.telemetry is not None:
+            self.telemetry.tick(time.time())
         self.connectors.poll(now)
         if self.edge is not None:
             self.edge.poll(now)
@@ -773,6 +795,8 @@ class Router:
             return
         fwd = self.fwd
         fwd.credit_dirty.add(link)
+        fwd.received += 1
+        link.delivered += 1
         presettled = bool(lib.pn_delivery_settled(d))
         if link.kind == "control":
             if not presettled:
@@ -819,7 +843,12 @@ class Router:
             forward = Forward(d, link, fwd.now)
             link.unsettled[d] = forward
         address = to if to is not None else link.address or ""
-        fwd.route(Message(data, s, effective, ann, address), entry, forward, link)
+        msg = Message(data, s, effective, ann, address)
+        msg.entry = entry
+        telemetry = self.telemetry
+        if telemetry is not None and link.kind == "endpoint" and telemetry.sampler.due():
+            msg.sample = time.time_ns()  # entering the network here: timed to its consumer
+        fwd.route(msg, entry, forward, link)
         if link.anonymous:
             fwd.forget_if_idle(entry)
 

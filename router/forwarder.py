@@ -9,6 +9,7 @@ case forwards the received bytes untouched. Every unsettled incoming delivery is
 from __future__ import annotations
 
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from router.links import Forward, Link, Queued
 from router.pn import copy_condition, data_get, data_put, ffi, lib
 from router.sections import RouterAnnotations, Scan, rewrite
 from router.stats import RouterStats
+from router.telemetry.flows import FlowCounters, Flows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,10 +53,24 @@ class Message:
 
     `read.present` says the bytes carry router annotations that a stripping egress must remove.
     The egress variants are computed at most once each, so a multicast rewrites once, not per
-    copy, and each reuses the parse of the annotations made on arrival.
+    copy, and each reuses the parse of the annotations made on arrival. `sample` is the ingress
+    router's clock in ns on a message sampled for transit latency (0: not sampled), whether it
+    came stamped or was stamped here; `entry` the address entry it is routed on, for the
+    per-address transit count.
     """
 
-    __slots__ = ("_annotated", "_network", "_plain", "address", "ann", "data", "read", "scan")
+    __slots__ = (
+        "_annotated",
+        "_network",
+        "_plain",
+        "address",
+        "ann",
+        "data",
+        "entry",
+        "read",
+        "sample",
+        "scan",
+    )
 
     def __init__(
         self,
@@ -68,6 +84,8 @@ class Message:
         self.scan = scan
         self.ann = ann  # the annotations routing honours (none when stripped on the way in)
         self.read = read  # what the bytes carry; rewrites reuse its parse
+        self.sample: int = ann.sample or 0
+        self.entry: AddressEntry | None = None
         self._plain: bytes | bytearray | None = None
         self._annotated: bytes | None = None
         self._network: tuple[str, bytes] | None = None
@@ -94,6 +112,7 @@ class Message:
                 trace=trace,
                 to=ann.to,
                 phase=ann.phase,
+                sample=self.sample or None,
                 read=self.read,
             )
         return self._annotated
@@ -104,7 +123,12 @@ class Message:
         cached = self._network
         if cached is None or cached[0] != self.address:
             ann = self.ann
-            if ann is self.read and (ann.present or self.scan.ma_start == self.scan.ma_end):
+            sample = self.sample
+            if (
+                ann is self.read
+                and (ann.present or self.scan.ma_start == self.scan.ma_end)
+                and (not sample or ann.sample == sample)
+            ):
                 # The usual case: the new section depends on the shared parse alone.
                 data = ann.forwarded(self.data, self.scan, self.address, me)
             else:
@@ -115,6 +139,7 @@ class Message:
                     trace=(*(ann.trace or ()), me),
                     to=self.address,
                     phase=ann.phase,
+                    sample=sample or None,
                     read=self.read,
                 )
             cached = self._network = (self.address, data)
@@ -131,15 +156,20 @@ class AddressEntry:
     __slots__ = (
         "address",
         "consumers",
+        "dropped",
         "egress",
+        "flows",
         "held",
+        "held_total",
         "ingress",
         "key",
         "paths",
+        "redirected",
         "remote",
         "rr",
         "rule",
         "senders",
+        "transit",
     )
 
     def __init__(self, key: str, address: str, rule: AddressRule) -> None:
@@ -150,8 +180,15 @@ class AddressEntry:
         self.senders: list[Link] = []
         self.held: deque[Queued] = deque()
         self.rr = 0
-        self.ingress = 0
-        self.egress = 0
+        # Counters for management and metrics (router/telemetry/metrics.py reads them).
+        self.ingress = 0  # received for this address, from clients and routers
+        self.egress = 0  # sent to this address's consumers (clients, edges' proxies)
+        self.transit = 0  # received from a router and sent on to another
+        self.dropped = 0  # reached no consumer: pre-settled dropped, unsettled released
+        self.held_total = 0  # ever held for a consumer to come (undeliverable: hold)
+        self.redirected = 0  # sent to the fallback address instead
+        # ingress router ("0/R1") -> this router's flow counters as egress (telemetry on)
+        self.flows: dict[str, FlowCounters] = {}
         # other routers with consumers for this address -> their distribution hint
         self.remote: dict[str, int] = {}
         # (Forwarder.epoch, priority, Forwarder.remote_paths()) as last computed
@@ -188,6 +225,11 @@ class Forwarder:
         # Set when the router drains before it stops (router/drain.py): clients' senders get
         # no more credit and nothing is held for a consumer to come.
         self.draining = False
+        # Telemetry (router/telemetry/): the flow table, None when switched off; deliveries
+        # received and sent, for the router record.
+        self.flows: Flows | None = None
+        self.received = 0
+        self.sent = 0
 
     # ----- routing table -------------------------------------------------------------------
 
@@ -213,6 +255,8 @@ class Forwarder:
             return  # the usual answer, on the path of every message from an anonymous sender
         if entry.idle and self.entries.get(entry.key) is entry:
             del self.entries[entry.key]
+            if entry.flows:
+                entry.flows.clear()  # its flow rows may go once idle (telemetry/flows.py)
 
     def set_table(self, table: AddressTable) -> None:
         """Apply new address rules to every known address, in place."""
@@ -295,9 +339,12 @@ class Forwarder:
             # Sent to another router, a delivery may have reached its consumer already:
             # "modified, delivery-failed" (maybe delivered), as Dispatch answers, not released.
             lost = MODIFIED if link.conn.role in ("inter-router", "edge") else RELEASED
+            endpoint = link.kind == "endpoint"
             for od, fwd in unsettled.items():
                 if not conn_dead:
                     lib.pn_delivery_settle(od)
+                if endpoint and fwd.flow is not None:
+                    fwd.flow.released += 1  # handed over, come back: counted where it went
                 self.copy_done(fwd, lost, None)
             # A multicast copy is not routed again: the other consumers have theirs already.
             reroute = entry is not None and entry.rule.distribution != "multicast"
@@ -534,16 +581,32 @@ class Forwarder:
         action = rule.undeliverable
         if action == "redirect" and rule.fallback and not redirected:
             self.stats.deliveriesRedirectedToFallback += 1
+            entry.redirected += 1
             msg.address = rule.fallback
-            self.route(msg, self.entry(rule.fallback), fwd, origin, redirected=True)
+            fallback = msg.entry = self.entry(rule.fallback)
+            self.route(msg, fallback, fwd, origin, redirected=True)
             return
         if action == "hold" and not self.draining:
             held = Queued(msg, fwd, origin, self.clock() + rule.hold_timeout)
             entry.held.append(held)
+            entry.held_total += 1
             self.holding.add(entry)
             self.block(held, None)
             return
+        self.count_undeliverable(msg, entry, fwd)
         self.drop(fwd)
+
+    def count_undeliverable(self, msg: Message, entry: AddressEntry, fwd: Forward | None) -> None:
+        """A delivery reached no consumer here: counted per address, and in the flow row of
+        its ingress router with no egress."""
+        entry.dropped += 1
+        flows = self.flows
+        if flows is not None:
+            row = flows.row(entry.address, msg.ann.ingress or self.me, False)
+            if fwd is None:
+                row.dropped += 1
+            else:
+                row.released += 1
 
     def drop(self, fwd: Forward | None) -> None:
         """No consumer: pre-settled messages are counted as dropped, unsettled ones released."""
@@ -609,10 +672,15 @@ class Forwarder:
             stats.deliveriesEgress += 1
             if conn.role == "route-container":
                 stats.deliveriesEgressRouteContainer += 1
+            if self.flows is not None and link.entry is not None:
+                self.count_flow(link.entry, link, msg, fwd, len(data))
         else:
             data = msg.networked(self.me)
             if msg.ann.ingress is not None:
                 stats.deliveriesTransit += 1  # came from another router, goes on to another
+                if msg.entry is not None:
+                    msg.entry.transit += 1
+        self.sent += 1
         p = link.pn
         od = new_delivery(link)
         if isinstance(data, bytes):
@@ -634,6 +702,27 @@ class Forwarder:
         else:
             link.unsettled[od] = fwd
         self.touched.add(conn)
+
+    def count_flow(
+        self, entry: AddressEntry, link: Link, msg: Message, fwd: Forward | None, size: int
+    ) -> None:
+        """This router hands a message to a consuming client: it is the egress. Its outcome,
+        when one comes, is counted in the same row (`Forward.flow`)."""
+        ingress = msg.ann.ingress or self.me
+        row = entry.flows.get(ingress)
+        if row is None:
+            assert self.flows is not None
+            row = self.flows.row(entry.address, ingress, True)
+            row.owner, row.key = entry.flows, ingress
+            entry.flows[ingress] = row
+        row.deliveries += 1
+        row.bytes += size
+        if msg.sample:
+            row.observe((time.time_ns() - msg.sample) / 1000.0)
+        if fwd is None or link.presettle:
+            row.presettled += 1
+        else:
+            fwd.flow = row
 
     def pump(self, link: Link) -> None:
         """Credit arrived on an outgoing link: send what waits for it, in order."""
@@ -662,6 +751,16 @@ class Forwarder:
                 return
             state = ACCEPTED
         del link.unsettled[od]
+        row = fwd.flow if link.kind == "endpoint" else None
+        if row is not None:
+            if state == ACCEPTED:
+                row.accepted += 1
+            elif state == RELEASED:
+                row.released += 1
+            elif state == REJECTED:
+                row.rejected += 1
+            else:
+                row.modified += 1
         if state == ACCEPTED:
             link.accepted += 1
             if fwd.pending == 1 and not fwd.outcome:
@@ -753,6 +852,7 @@ class Forwarder:
             while held and held[0].deadline <= now:
                 q = held.popleft()
                 self.unblock(q)
+                self.count_undeliverable(q.msg, entry, q.fwd)
                 self.drop(q.fwd)
             if not held:
                 self.holding.discard(entry)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from router.connection import Connection
     from router.forwarder import AddressEntry, Message
+    from router.telemetry.flows import FlowCounters
 
 
 class Forward:
@@ -27,7 +28,7 @@ class Forward:
     settled or gone.
     """
 
-    __slots__ = ("arrived", "in_d", "in_link", "outcome", "pending")
+    __slots__ = ("arrived", "flow", "in_d", "in_link", "outcome", "pending")
 
     def __init__(self, in_d: Any, in_link: Link, arrived: float) -> None:
         self.in_d = in_d
@@ -35,6 +36,9 @@ class Forward:
         self.arrived = arrived
         self.pending = 0
         self.outcome = 0
+        # The flow counters (router/telemetry/flows.py) of the copy this router handed to a
+        # client, where that client's outcome is counted; None otherwise.
+        self.flow: FlowCounters | None = None
 
 
 class Queued:

@@ -20,7 +20,8 @@ difference, without dropping anything that need not go:
   as changed (connections accepted from then on get it, connectors reconnect with it), and
   connections already up keep the TLS session they have (router/tls.py).
 
-What only a restart can change (the rest under ``router``: id, mode, timers, SASL setup) is
+What only a restart can change (the rest under ``router``: id, mode, timers, SASL setup; and
+``telemetry``) is
 refused as a whole, the old configuration kept running: ``config.restart_required``. So is an
 invalid one: ``config.invalid``, with the one-line reason. A listener that cannot be bound is
 reported (``listener.failed``) and tried again at the next change; the rest applies.
@@ -81,7 +82,13 @@ def router_changes(old: RouterConfig, new: RouterConfig) -> list[str]:
 def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
     """What differs in the ``router`` entity: id, mode, timers and SASL setup are read once."""
     live = tuple(f"router.{name}:" for name in LIVE_ROUTER_SETTINGS)
-    return [change for change in router_changes(old, new) if not change.startswith(live)]
+    reasons = [change for change in router_changes(old, new) if not change.startswith(live)]
+    if old.telemetry != new.telemetry:
+        # The HTTP listener and the windows are set up once, at start.
+        reasons.append(
+            f"telemetry: {old.telemetry.model_dump()!r} -> {new.telemetry.model_dump()!r}"
+        )
+    return reasons
 
 
 def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list[str]:

@@ -83,12 +83,17 @@ _ALLOWED = (
     _MAP,  # footer
 )
 
+# Router annotations: Dispatch's, and Routernet's own (telemetry), which Dispatch routers in the
+# network pass on untouched like any annotation they do not know.
 _ROUTER_PREFIX = b"x-opt-qd."
-_PREFIX_LEN = len(_ROUTER_PREFIX)
+_ROUTERNET_PREFIX = b"x-opt-routernet."
 _K_INGRESS = b"\xa3\x10x-opt-qd.ingress"
 _K_TRACE = b"\xa3\x0ex-opt-qd.trace"
 _K_TO = b"\xa3\x0bx-opt-qd.to"
 _K_PHASE = b"\xa3\x0ex-opt-qd.phase"
+_SAMPLE_NAME = b"x-opt-routernet.ingress-ns"  # router.telemetry.schema.SAMPLE_ANNOTATION
+_K_SAMPLE = b"\xa3" + bytes((len(_SAMPLE_NAME),)) + _SAMPLE_NAME
+_PACK_I64 = struct.Struct(">q").pack
 _MA_MAP8 = b"\x00\x53\x72\xc1"
 _MA_MAP32 = b"\x00\x53\x72\xd1"
 _STR8 = tuple(bytes((0xA1, n)) for n in range(256))
@@ -127,19 +132,32 @@ class Scan:
 
 
 class RouterAnnotations:
-    """The x-opt-qd.* message annotations; `present` says whether any x-opt-qd.* key is there.
+    """The x-opt-qd.* and x-opt-routernet.* message annotations; `present` says whether any
+    such key is there. `sample` is the ingress router's clock (ns since the epoch) on a message
+    sampled for transit latency (router/telemetry/).
 
     Values of the wrong AMQP type read as None (as Qpid Dispatch ignores them), yet still count
     as present so that they are stripped rather than forwarded.
     """
 
-    __slots__ = ("_routers", "_sections", "ingress", "phase", "present", "split", "to", "trace")
+    __slots__ = (
+        "_routers",
+        "_sections",
+        "ingress",
+        "phase",
+        "present",
+        "sample",
+        "split",
+        "to",
+        "trace",
+    )
 
     def __init__(self) -> None:
         self.ingress: str | None = None
         self.trace: list[str] | None = None
         self.to: str | None = None
         self.phase: int | None = None
+        self.sample: int | None = None
         self.present = False
         # The user entries as read (their byte runs, item count), so that rewriting the same
         # message does not split its annotations a second time.
@@ -168,7 +186,9 @@ class RouterAnnotations:
         key = (to, me)
         section = self._sections.get(key)
         if section is None:
-            section = self._encode(self.ingress or me, (*(self.trace or ()), me), to, self.phase)
+            section = self._encode(
+                self.ingress or me, (*(self.trace or ()), me), to, self.phase, self.sample
+            )
             self._keep(key, section)
         return _splice(buf, s, section)
 
@@ -176,15 +196,20 @@ class RouterAnnotations:
         """`buf` without router annotations, for a client; `buf` as for `forwarded`."""
         section = self._sections.get(None)
         if section is None:
-            section = self._encode(None, None, None, None)
+            section = self._encode(None, None, None, None, None)
             self._keep(None, section)
         return _splice(buf, s, section)
 
     def _encode(
-        self, ingress: str | None, trace: tuple[str, ...] | None, to: str | None, phase: int | None
+        self,
+        ingress: str | None,
+        trace: tuple[str, ...] | None,
+        to: str | None,
+        phase: int | None,
+        sample: int | None,
     ) -> bytes:
         runs, user = self.split or ((), 0)
-        return _section(runs, user, ingress, trace, to, phase)
+        return _section(runs, user, ingress, trace, to, phase, sample)
 
     def _keep(self, key: tuple[str, str] | None, section: bytes) -> None:
         # Bounded: one parse may serve messages to many addresses (EMPTY_ANNOTATIONS serves all).
@@ -398,7 +423,8 @@ def _split_annotations(ma: bytes) -> tuple[list[bytes], int, list[int]]:
 
     Returns (runs, user_count, router): `runs` are the byte runs of consecutive user entries,
     `user_count` their key and value count, and `router` holds (name offset, value offset,
-    value end) triples into `ma` for each x-opt-qd.* key. Only symbol keys can be router keys,
+    value end) triples into `ma` for each x-opt-qd.* or x-opt-routernet.* key (the offset of
+    the whole key name). Only symbol keys can be router keys,
     because Qpid Dispatch matches symbols only. Keys are nearly always sym8 and values small
     scalars, so both are sized inline rather than through _skip.
     """
@@ -437,11 +463,14 @@ def _split_annotations(ma: bytes) -> tuple[list[bytes], int, list[int]]:
                 v_end = _skip(ma, k_end, end)
             if v_end > end:
                 raise MessageFormatError(f"entry at {k} runs past the map's end {end}")
-            if (c == 0xA3 or c == 0xB3) and ma.startswith(_ROUTER_PREFIX, a, k_end):
+            if (c == 0xA3 or c == 0xB3) and (
+                ma.startswith(_ROUTER_PREFIX, a, k_end)
+                or ma.startswith(_ROUTERNET_PREFIX, a, k_end)
+            ):
                 if k > run:
                     runs.append(ma[run:k])
                 run = v_end
-                router += (a + _PREFIX_LEN, k_end, v_end)
+                router += (a, k_end, v_end)
             else:
                 user += 2
             k = v_end
@@ -501,16 +530,20 @@ def _parse(ma: bytes) -> RouterAnnotations:
     try:
         for a, v, v_end in zip(fields, fields, fields, strict=True):
             name = ma[a:v]
-            if name == b"ingress":
+            if name == b"x-opt-qd.ingress":
                 found.ingress = _decode_str(ma, v, v_end, "x-opt-qd.ingress")
-            elif name == b"trace":
+            elif name == b"x-opt-qd.trace":
                 found.trace = _trace(ma, v, v_end)
-            elif name == b"to":
+            elif name == b"x-opt-qd.to":
                 found.to = _decode_str(ma, v, v_end, "x-opt-qd.to")
-            elif name == b"phase":
+            elif name == b"x-opt-qd.phase":
                 signed = _INTS.get(ma[v])
                 if signed is not None:
                     found.phase = int.from_bytes(ma[v + 1 : v_end], signed=signed)
+            elif name == _SAMPLE_NAME:
+                signed = _INTS.get(ma[v])
+                if signed is not None:
+                    found.sample = int.from_bytes(ma[v + 1 : v_end], signed=signed)
     except _OUT_OF_BOUNDS:
         raise MessageFormatError("truncated") from None
     return found
@@ -552,7 +585,11 @@ def _encode_str(value: str) -> bytes:
 
 
 def _router_entries(
-    ingress: str | None, trace: tuple[str, ...] | None, to: str | None, phase: int | None
+    ingress: str | None,
+    trace: tuple[str, ...] | None,
+    to: str | None,
+    phase: int | None,
+    sample: int | None,
 ) -> list[bytes]:
     """Encode the router annotations to write, each in its smallest encoding."""
     out: list[bytes] = []
@@ -575,6 +612,8 @@ def _router_entries(
         else:
             encoded = b"\x71" + phase.to_bytes(4, signed=True)
         out += (_K_PHASE, encoded)
+    if sample is not None:
+        out += (_K_SAMPLE, b"\x81" + _PACK_I64(sample))
     return out
 
 
@@ -586,13 +625,14 @@ def _section(
     trace: tuple[str, ...] | None,
     to: str | None,
     phase: int | None,
+    sample: int | None = None,
 ) -> bytes:
     """Encode a message-annotations section: the user entries as they were, then the router's.
 
     Kept, like the parse, because one stream's messages get the same section over and over.
     A section with no entries is empty bytes rather than an empty map.
     """
-    pieces = [*runs, *_router_entries(ingress, trace, to, phase)]
+    pieces = [*runs, *_router_entries(ingress, trace, to, phase, sample)]
     count = user + len(pieces) - len(runs)
     if not count:
         return b""
@@ -612,6 +652,7 @@ def rewrite(
     trace: Sequence[str] | None = None,
     to: str | None = None,
     phase: int | None = None,
+    sample: int | None = None,
     read: RouterAnnotations | None = None,
 ) -> bytes:
     """Return the message with its router annotations replaced by the given ones.
@@ -620,13 +661,20 @@ def rewrite(
     annotations is reused instead of done again.
 
     The new map holds the user annotations, then the given router annotations that are not None
-    (phase only if non-zero). User annotations are copied as encoded, so values this module
-    cannot decode survive intact, and every other section is copied byte for byte. A map left
+    (phase only if non-zero; sample is the telemetry stamp). User annotations are copied as
+    encoded, so values this module cannot decode survive intact, and every other section is
+    copied byte for byte. A map left
     empty is dropped rather than encoded, because an empty section only costs bytes on the wire.
     """
     start = s.ma_start
     ma_end = s.ma_end
-    writes = ingress is not None or trace is not None or to is not None or bool(phase)
+    writes = (
+        ingress is not None
+        or trace is not None
+        or to is not None
+        or bool(phase)
+        or sample is not None
+    )
     if start != ma_end:
         parsed = read if read is not None and read.split is not None else _annotations(buf, s)
         runs, user = parsed.split  # type: ignore[misc]
@@ -636,7 +684,9 @@ def rewrite(
         return bytes(buf)
     else:
         runs, user = (), 0
-    section = _section(runs, user, ingress, None if trace is None else tuple(trace), to, phase)
+    section = _section(
+        runs, user, ingress, None if trace is None else tuple(trace), to, phase, sample
+    )
     return _splice(buf, s, section)
 
 

@@ -556,6 +556,7 @@ def test_schema_describes_the_file() -> None:
         "connectors",
         "addresses",
         "linkRoutes",
+        "telemetry",
     }
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]

@@ -36,6 +36,8 @@ SCENARIOS: dict[str, list[str]] = {
     "namespace": ["rbac.scope=namespace"],
     "namespace-other": ["rbac.scope=namespace", "operator.watchNamespace=messaging"],
     "servicemonitor": ["metrics.enabled=true", "metrics.serviceMonitor.enabled=true"],
+    "podmonitor": ["metrics.podMonitor.enabled=true"],
+    "podmonitor-namespace": ["metrics.podMonitor.enabled=true", "rbac.scope=namespace"],
     "custom": [
         "serviceAccount.create=false",
         "serviceAccount.name=existing",
@@ -103,7 +105,7 @@ def container(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["lint", "lint-strict"])
-@pytest.mark.parametrize("scenario", ["cluster", "namespace", "servicemonitor"])
+@pytest.mark.parametrize("scenario", ["cluster", "namespace", "servicemonitor", "podmonitor"])
 def test_helm_lint(scenario: str, strict: bool) -> None:
     args = ["lint", str(CHART), "--namespace", NAMESPACE, *set_args(SCENARIOS[scenario])]
     if strict:
@@ -121,7 +123,7 @@ def test_rendered_objects_validate(scenario: str) -> None:
     docs = render(scenario)
     assert docs
     for doc in docs:
-        if doc["kind"] == "ServiceMonitor":  # a CRD type: checked structurally below
+        if doc["kind"] in ("ServiceMonitor", "PodMonitor"):  # CRD types: checked below
             continue
         for version in KUBE_VERSIONS:
             try:
@@ -146,6 +148,13 @@ def test_kinds_per_scenario() -> None:
         "Service",
         "ServiceAccount",
         "ServiceMonitor",
+    ]
+    assert kinds["podmonitor"] == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodMonitor",
+        "ServiceAccount",
     ]
     # serviceAccount.create=false: the named, existing account is used and none is made.
     assert "ServiceAccount" not in kinds["custom"]
@@ -330,6 +339,28 @@ def test_servicemonitor_structure() -> None:
     assert service["spec"]["selector"].items() <= pod_labels.items()
     ports = {p["name"]: p["containerPort"] for p in container(docs)["ports"]}
     assert ports["metrics"] == port["port"] == 9090
+
+
+def test_podmonitor_selects_the_router_pods_the_operator_renders() -> None:
+    from router_operator.render import selector_labels
+
+    (monitor,) = by_kind(render("podmonitor"), "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    spec = monitor["spec"]
+    assert set(spec) == {"namespaceSelector", "selector", "podMetricsEndpoints"}
+    assert spec["namespaceSelector"] == {"any": True}
+    router_pod_labels = {
+        **selector_labels("core"),
+        "app.kubernetes.io/managed-by": "routernet-operator",
+    }
+    assert spec["selector"]["matchLabels"].items() <= router_pod_labels.items()
+    operator_labels = one(render("podmonitor"), "Deployment")["spec"]["template"]["metadata"]
+    assert not spec["selector"]["matchLabels"].items() <= operator_labels["labels"].items()
+    assert spec["podMetricsEndpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}
+    ]
+    (scoped,) = by_kind(render("podmonitor-namespace"), "PodMonitor")
+    assert scoped["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
 
 
 # --- values.schema.json rejects bad values -----------------------------------------------------

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,14 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
     }
     text = routernet("status", "--state-dir", str(state))
     assert text.returncode == 0 and "INTER-ROUTER" in text.stdout and "edge-1" in text.stdout
+    # Each router's metrics and probes on its own address, as in its pod.
+    for r in by_id.values():
+        http = r["httpEndpoint"]
+        assert http == f"http://{r['host']}:9090" and http in text.stdout
+        with urllib.request.urlopen(f"{http}/readyz", timeout=5) as response:
+            assert response.status == 200
+        with urllib.request.urlopen(f"{http}/metrics", timeout=5) as response:
+            assert f'routernet_routers_reachable{{router="{r["id"]}"}}' in response.read().decode()
 
     # --- traffic: a client on one edge reaches a consumer on the other through the mesh ---------
     def url(name: str) -> str:

@@ -551,7 +551,7 @@ def test_a_reserved_port_is_reported_at_the_port() -> None:
     obj = router({"listeners": [{"port": 5672}, {"port": 55672}]})
     failures = api_server_failures(schema(Router), obj)
     assert [(f.path, f.message.split(" are ")[0]) for f in failures] == [
-        (".spec.listeners[1].port", "ports 55672 and 45672")
+        (".spec.listeners[1].port", "ports 55672, 45672 and 9090")
     ]
     with pytest.raises(ValidationError) as caught:
         Router.model_validate(obj)

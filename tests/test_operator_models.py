@@ -187,3 +187,15 @@ def test_condition_times_without_zone_are_utc() -> None:
         type=READY, status="Unknown", reason="Starting", lastTransitionTime=datetime(2026, 1, 1)
     )
     assert condition.lastTransitionTime.tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("prefix", "_routernet"), ("prefix", "_routernet/telemetry"), ("pattern", "_routernet.#")],
+)
+def test_addresses_under_the_reserved_prefix_are_refused(field: str, value: str) -> None:
+    from router_operator.models import AddressSpec
+
+    with pytest.raises(ValueError, match="reserved for the routers' own addresses"):
+        AddressSpec.model_validate({field: value})
+    AddressSpec.model_validate({field: value.replace("_routernet", "_routernets")})

@@ -148,8 +148,10 @@ def test_statefulset_shape() -> None:
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in (
         container["env"]
     )
-    assert container["readinessProbe"]["tcpSocket"] == {"port": 5672}
-    assert container["livenessProbe"]["tcpSocket"] == {"port": 5672}
+    # HTTP probes on the router's own endpoint: alive (the loop turns), ready (in its network).
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
     assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
     assert (
         container["lifecycle"]["preStop"]["sleep"]["seconds"] < pod["terminationGracePeriodSeconds"]
@@ -158,6 +160,7 @@ def test_statefulset_shape() -> None:
         ("amqp", 5672),
         ("inter-router", 55672),
         ("edge", 45672),
+        ("metrics", 9090),
     }
     assert container["resources"]["limits"]["memory"]
     assert container["volumeMounts"] == [
@@ -269,7 +272,10 @@ def test_configsync_lists_and_watches_by_name_as_resource_names_require() -> Non
 
 def test_edge_statefulset_exposes_client_ports_only() -> None:
     (container,) = statefulset(plan(), "leaf")["spec"]["template"]["spec"]["containers"]
-    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [("amqp", 5672)]
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
+        ("amqp", 5672),
+        ("metrics", 9090),
+    ]
 
 
 def test_services() -> None:

@@ -744,3 +744,36 @@ def test_rewrite_of_sequence_bodies_and_footers() -> None:
     out = rewrite(data, scan(data), trace=["0/A"])
     assert _other_sections_intact(data, out).ma_start == len(HEADER + DA)
     assert out.endswith(PROPS + AP + SEQ1 + SEQ2 + FOOTER)
+
+
+SAMPLE = symbol("x-opt-routernet.ingress-ns")
+
+
+def test_routernet_annotations_are_router_annotations_kept_between_routers() -> None:
+    """x-opt-routernet.* is read and carried like x-opt-qd.*: the telemetry stamp survives a
+    hop, and stripping for a client removes it with the rest."""
+    msg = Message(body="b", address="a")
+    msg.annotations = {symbol("user"): "u", SAMPLE: 1_700_000_000_123_456_789}
+    data = msg.encode()
+    s = scan(data)
+    ann = read_annotations(data, s)
+    assert ann.present and ann.sample == 1_700_000_000_123_456_789
+    hop = ann.forwarded(data, s, "a", "0/B")
+    decoded = Message()
+    decoded.decode(hop)
+    assert decoded.annotations[SAMPLE] == 1_700_000_000_123_456_789
+    assert decoded.annotations[INGRESS] == "0/B"
+    plain = Message()
+    plain.decode(ann.stripped(data, s))
+    assert plain.annotations == {symbol("user"): "u"}
+
+
+def test_rewrite_stamps_a_sample() -> None:
+    data = Message(body="b", address="a").encode()
+    out = rewrite(data, scan(data), ingress="0/A", trace=["0/A"], to="a", sample=42)
+    ann = read_annotations(out, scan(out))
+    assert (ann.ingress, ann.sample) == ("0/A", 42)
+    other = Message()
+    other.annotations = {symbol("x-opt-routernet.other"): 1}
+    data = other.encode()
+    assert read_annotations(data, scan(data)).present  # unknown x-opt-routernet.* keys too

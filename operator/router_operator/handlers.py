@@ -205,7 +205,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 async def serve_metrics(reconciler: Reconciler, port: int) -> web.AppRunner:
-    """Prometheus text format on ``:port/metrics`` (the chart's metrics Service)."""
+    """Prometheus text format on ``:port/metrics`` (the chart's metrics Service), rendered by
+    prometheus-client from the reconciler's counters (reconciler.Metrics)."""
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(

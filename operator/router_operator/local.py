@@ -87,7 +87,13 @@ class LocalPod:
 
     @property
     def ports(self) -> list[int]:
-        return [lsn["port"] for lsn in self.listeners]
+        return [lsn["port"] for lsn in self.listeners] + ([self.http[1]] if self.http else [])
+
+    @property
+    def http(self) -> tuple[str, int] | None:
+        """Where the router serves /metrics, /healthz and /readyz, if it does."""
+        http = self.config.get("telemetry", {}).get("http")
+        return (http["host"], http["port"]) if http else None
 
     def endpoints(self, role: str) -> list[str]:
         return [f"{self.host}:{lsn['port']}" for lsn in self.listeners if lsn["role"] == role]
@@ -104,6 +110,7 @@ class LocalPod:
             "routeContainerEndpoints": self.endpoints("route-container"),
             "interRouterEndpoints": self.endpoints("inter-router"),
             "edgeEndpoints": self.endpoints("edge"),
+            "httpEndpoint": f"http://{self.http[0]}:{self.http[1]}" if self.http else None,
         }
 
 
@@ -135,6 +142,12 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
     }
     if not data["linkRoutes"]:
         del data["linkRoutes"]  # the file as before LinkRoutes, for a router that has none
+    telemetry = config.telemetry.model_dump(mode="json", exclude_defaults=True)
+    if config.telemetry.http is not None:
+        # On the pod's own address, as its listeners: each router has the planner's port.
+        telemetry["http"] = {"host": host, "port": config.telemetry.http.port}
+    if telemetry:
+        data["telemetry"] = telemetry
     RouterConfig.model_validate(data)
     return data
 
@@ -447,7 +460,7 @@ def _run(
 ) -> Applied:
     plan = planned.plan
     wanted = [pod for pod in plan.pods().values() if pod.config is not None]
-    ports = {pod.name: [lsn.port for lsn in _config(pod).listeners] for pod in wanted}
+    ports = {pod.name: _ports(_config(pod)) for pod in wanted}
     running = {name: pid for name in state.pods if (pid := running_pid(state_dir, name))}
     kept = {}
     for pod in wanted:
@@ -518,6 +531,12 @@ def _run(
 def _config(pod: PodPlan) -> RouterConfig:
     assert pod.config is not None
     return pod.config
+
+
+def _ports(config: RouterConfig) -> list[int]:
+    """Every port the router binds on its address: listeners and the HTTP endpoint."""
+    http = config.telemetry.http
+    return [lsn.port for lsn in config.listeners] + ([http.port] if http is not None else [])
 
 
 def _read_json(path: Path) -> Any:

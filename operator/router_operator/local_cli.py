@@ -206,12 +206,13 @@ def format_status(report: dict[str, Any]) -> str:
                 r["mode"],
                 str(r["pid"] or "-"),
                 " ".join(r["clientEndpoints"]) or "-",
+                r.get("httpEndpoint") or "-",
                 r["error"] if r["error"] else " ".join(sorted(inter)) or "-",
                 "" if r["error"] else " ".join(sorted(edge)) or "-",
                 "" if r["error"] else " ".join(reaches) or "-",
             ]
         )
-    headers = ["ROUTER", "MODE", "PID", "CLIENT", "INTER-ROUTER", "EDGE", "ROUTES(COST)"]
+    headers = ["ROUTER", "MODE", "PID", "CLIENT", "HTTP", "INTER-ROUTER", "EDGE", "ROUTES(COST)"]
     lines.append(_table(headers, rows))
     if report["addresses"]:
         lines.append("declared: " + "; ".join(_declared(a) for a in report["addresses"]))

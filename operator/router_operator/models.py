@@ -56,7 +56,9 @@ INTER_ROUTER_PORT = 55672
 """Where interior routers listen for each other; the operator adds this listener itself."""
 EDGE_PORT = 45672
 """Where interior routers listen for edge routers; the operator adds this listener itself."""
-RESERVED_PORTS = (INTER_ROUTER_PORT, EDGE_PORT)
+METRICS_PORT = 9090
+"""Where every router serves /metrics, /healthz and /readyz (router.telemetry.config)."""
+RESERVED_PORTS = (INTER_ROUTER_PORT, EDGE_PORT, METRICS_PORT)
 
 ROUTER_NAME_MAX_LENGTH = 45
 """A Router names its StatefulSet (whose revision-hash label allows at most 52 characters), its
@@ -262,8 +264,8 @@ def _exactly_one(a: str, b: str) -> Rule:
 _NOT_RESERVED = Rule(
     rule=" && ".join(f"self != {port}" for port in RESERVED_PORTS),
     message=(
-        f"ports {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved for the inter-router"
-        " and edge listeners the operator adds"
+        f"ports {INTER_ROUTER_PORT}, {EDGE_PORT} and {METRICS_PORT} are reserved for the"
+        " inter-router and edge listeners and the metrics endpoint the operator adds"
     ),
     holds=lambda port: port not in RESERVED_PORTS,
 )
@@ -305,7 +307,7 @@ class RouterListener(_Spec):
     port: Annotated[Port, AfterValidator(_NOT_RESERVED.check)] = Field(
         description=(
             "TCP port, unique among the listeners; the client Service exposes it."
-            f" {INTER_ROUTER_PORT} and {EDGE_PORT} are reserved."
+            f" {INTER_ROUTER_PORT}, {EDGE_PORT} and {METRICS_PORT} are reserved."
         ),
         json_schema_extra={"x-kubernetes-validations": [_NOT_RESERVED.cel()]},
     )
@@ -516,6 +518,29 @@ def _same_key(field: str) -> Rule:
     )
 
 
+RESERVED_ADDRESS_PREFIX = "_routernet"
+"""The routers' own addresses (telemetry: router.telemetry.schema.TELEMETRY_ADDRESS)."""
+
+
+def _reserved(value: str | None) -> bool:
+    if value is None:
+        return False
+    return value.replace("/", ".").split(".", 1)[0] == RESERVED_ADDRESS_PREFIX
+
+
+def _not_reserved(field: str) -> Rule:
+    """No Address may take over the routers' own addresses under ``_routernet``."""
+    p = RESERVED_ADDRESS_PREFIX
+    return Rule(
+        rule=(
+            f"!has(self.{field}) || !(self.{field} == '{p}'"
+            f" || self.{field}.startsWith('{p}.') || self.{field}.startsWith('{p}/'))"
+        ),
+        message=f"{field} under '{p}' is reserved for the routers' own addresses (telemetry)",
+        holds=lambda s: not _reserved(getattr(s, field)),
+    )
+
+
 class AddressSpec(_Spec):
     """Routing semantics for a family of addresses, on every router of a network."""
 
@@ -523,6 +548,8 @@ class AddressSpec(_Spec):
         _exactly_one("prefix", "pattern"),
         _same_key("prefix"),
         _same_key("pattern"),
+        _not_reserved("prefix"),
+        _not_reserved("pattern"),
     )
 
     network: NetworkName = Field(

@@ -67,6 +67,7 @@ from router.config import (
     SslProfile,
 )
 from router.config import LinkRoute as RouterLinkRoute
+from router.telemetry.config import METRICS_PORT
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
@@ -78,6 +79,7 @@ INTER_ROUTER_PORT = 55672
 EDGE_PORT = 45672
 """Interior routers listen here for edge routers."""
 RESERVED_PORTS = {INTER_ROUTER_PORT: "inter-router", EDGE_PORT: "edge"}
+# On every router, interior or edge: /metrics, /healthz and /readyz (router/telemetry/http.py).
 DEFAULT_NETWORK = "default"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 DEFAULT_EDGE_FAILOVERS = 2
@@ -733,6 +735,14 @@ def _check_listeners(decl: RouterDecl, report: Report) -> None:
                 "InvalidListener",
                 f"{label}: PLAIN needs saslUsersSecret, the Secret holding the users' sasldb",
             )
+        if lsn.port == METRICS_PORT:
+            report(
+                "Router",
+                decl.name,
+                "PortConflict",
+                f"{label}: port {lsn.port} is reserved for the metrics and probe endpoint;"
+                " choose another port",
+            )
         if decl.role == "interior" and lsn.port in RESERVED_PORTS:
             report(
                 "Router",
@@ -799,6 +809,8 @@ def _build_config(
         "connectors": pod.connectors + _route_connectors(pod.router, routes),
         "addresses": [f.entry.model_dump(exclude_defaults=True) for f in folded],
         "linkRoutes": [e.model_dump(exclude_defaults=True) for r in routes for e in r.entries],
+        # /metrics, /healthz and /readyz for the kubelet's probes and Prometheus (render.py).
+        "telemetry": {"http": {"host": "0.0.0.0", "port": METRICS_PORT}},
     }
     try:
         return RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})

@@ -31,9 +31,12 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric, SummaryMetricFamily
 
 from router.config import Address as RouterAddress
 from router_operator import adapter
@@ -446,9 +449,10 @@ def _write_status(
 # --- coordination for kopf ----------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: a prometheus-client registry keys on collectors
 class Metrics:
-    """Counters for the metrics endpoint (Prometheus text format, see handlers)."""
+    """Counters for the metrics endpoint (see handlers), rendered by prometheus-client: the
+    reconciler increments plain numbers, a Collector reads them when Prometheus scrapes."""
 
     reconciles: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0})
     reconcile_seconds_sum: float = 0.0
@@ -456,26 +460,35 @@ class Metrics:
     applied_objects: int = 0
     status_writes: int = 0
 
+    def collect(self) -> Iterator[Metric]:
+        reconciles = CounterMetricFamily(
+            "routernet_operator_reconciles", "Namespace reconciles, by result.", labels=["result"]
+        )
+        for result, n in sorted(self.reconciles.items()):
+            reconciles.add_metric([result], n)
+        yield reconciles
+        yield SummaryMetricFamily(
+            "routernet_operator_reconcile_seconds",
+            "Time spent reconciling a namespace.",
+            count_value=self.reconcile_seconds_count,
+            sum_value=self.reconcile_seconds_sum,
+        )
+        yield CounterMetricFamily(
+            "routernet_operator_applied_objects",
+            "Child objects applied.",
+            value=self.applied_objects,
+        )
+        yield CounterMetricFamily(
+            "routernet_operator_status_writes",
+            "Status subresource patches.",
+            value=self.status_writes,
+        )
+
     def render(self) -> str:
-        lines = [
-            "# HELP routernet_operator_reconciles_total Namespace reconciles, by result.",
-            "# TYPE routernet_operator_reconciles_total counter",
-            *(
-                f'routernet_operator_reconciles_total{{result="{k}"}} {v}'
-                for k, v in sorted(self.reconciles.items())
-            ),
-            "# HELP routernet_operator_reconcile_seconds Time spent reconciling a namespace.",
-            "# TYPE routernet_operator_reconcile_seconds summary",
-            f"routernet_operator_reconcile_seconds_sum {self.reconcile_seconds_sum:.6f}",
-            f"routernet_operator_reconcile_seconds_count {self.reconcile_seconds_count}",
-            "# HELP routernet_operator_applied_objects_total Child objects applied.",
-            "# TYPE routernet_operator_applied_objects_total counter",
-            f"routernet_operator_applied_objects_total {self.applied_objects}",
-            "# HELP routernet_operator_status_writes_total Status subresource patches.",
-            "# TYPE routernet_operator_status_writes_total counter",
-            f"routernet_operator_status_writes_total {self.status_writes}",
-        ]
-        return "\n".join(lines) + "\n"
+        """Prometheus text format."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return generate_latest(registry).decode()
 
 
 @dataclass

@@ -65,6 +65,12 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   running. LinkRoutes without Secrets still change the ConfigMap alone (live, no restart). A
   renewed password is read at the next connection attempt; a renewed CA only after a restart
   (as a listener's certificate).
+- Probes and metrics over HTTP: every router serves ``/metrics``, ``/healthz`` and ``/readyz`` on
+  ``METRICS_PORT`` (9090; the planner puts ``telemetry.http`` in every pod config). Liveness is
+  ``/healthz`` (the event loop turns), readiness ``/readyz`` (listening, not draining, an interior
+  with a two-way neighbor or alone by its config, an edge with an uplink), so a router that has
+  not joined its network gets no client traffic from the Service yet. The container port is
+  named ``metrics``, which the chart's PodMonitor scrapes.
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -81,6 +87,7 @@ from typing import Any, Literal
 from router_operator.planner import (
     EDGE_PORT,
     INTER_ROUTER_PORT,
+    METRICS_PORT,
     SASL_CONFIG_DIR,
     SASL_CONFIG_NAME,
     SASLDB_FILE,
@@ -96,6 +103,7 @@ ROUTER_KIND = "Router"
 DEFAULT_IMAGE = "routernet/router:0.1.0"
 CONFIG_DIR = "/etc/routernet"
 CONTAINER = "router"
+METRICS_PORT_NAME = "metrics"
 DIGEST_ANNOTATION = f"{API_GROUP}/config-digest"
 NETWORK_LABEL = f"{API_GROUP}/network"
 ROLE_LABEL = f"{API_GROUP}/role"
@@ -412,7 +420,6 @@ def render_pod_disruption_budget(plan: RouterPlan) -> dict[str, Any]:
 
 def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
     decl = plan.decl
-    probe_port = plan.client_ports[0]
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": decl.image or DEFAULT_IMAGE,
@@ -429,15 +436,15 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
         ],
         "ports": [
             {"name": name, "containerPort": port, "protocol": "TCP"}
-            for name, port in _router_ports(plan)
+            for name, port in [*_router_ports(plan), (METRICS_PORT_NAME, METRICS_PORT)]
         ],
         "readinessProbe": {
-            "tcpSocket": {"port": probe_port},
+            "httpGet": {"path": "/readyz", "port": METRICS_PORT_NAME},
             "periodSeconds": 5,
             "failureThreshold": 2,
         },
         "livenessProbe": {
-            "tcpSocket": {"port": probe_port},
+            "httpGet": {"path": "/healthz", "port": METRICS_PORT_NAME},
             "initialDelaySeconds": 10,
             "periodSeconds": 10,
             "failureThreshold": 6,
