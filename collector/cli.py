@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure(args.log_level, args.log_format)
     # Proton's own debug lines are one per reactor event: noise, whatever our level.
-    logging.getLogger("proton").setLevel(max(logging.INFO, LEVELS[args.log_level]))
+    logging.getLogger("proton").setLevel(max(logging.WARNING, LEVELS[args.log_level]))
     try:
         args.dataset.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -254,7 +254,8 @@ class Collector(MessagingHandler):  # type: ignore[misc]
 
     def on_disconnected(self, event: Event) -> None:
         if self._ours(event):
-            self._lost("connection lost")
+            cond = event.transport.condition if event.transport else None
+            self._lost(f"{cond.name}: {cond.description}" if cond else "connection lost")
         elif self._phase == "closing" and event.connection == self._closing:
             self._container.stop()
 
