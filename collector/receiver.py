@@ -225,16 +225,19 @@ class Collector(MessagingHandler):  # type: ignore[misc]
         log.info("collector.attached", url=self.settings.url, address=self.settings.address)
         event.link.flow(self.settings.credit)
 
-    def on_link_closed(self, event: Event) -> None:
-        if self._ours(event) and event.link.remote_condition is not None:
-            cond = event.link.remote_condition
-            self._lost(f"link detached: {cond.name}: {cond.description}")
+    def on_link_closing(self, event: Event) -> None:
+        if self._ours(event):
+            self._lost("link detached by the router")
 
     def on_link_error(self, event: Event) -> None:
         if self._ours(event):
             cond = event.link.remote_condition
             why = f"{cond.name}: {cond.description}" if cond else "link closed by the router"
             self._lost(f"link detached: {why}")
+
+    def on_connection_closing(self, event: Event) -> None:
+        if self._ours(event):
+            self._lost("connection closed by the router")
 
     def on_connection_error(self, event: Event) -> None:
         if self._ours(event):

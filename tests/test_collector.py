@@ -187,7 +187,9 @@ def test_a_bad_message_is_rejected_and_the_collector_goes_on(
     bad_subject = sender.send(telemetry("flow", make_rows("flow", 2), subject="something.else"))
     good = make_rows("flow", 4)
     ok = sender.send(telemetry("flow", good))
+    again = sender.send(telemetry("flow", good))  # a resend: the same record ids
     world.run_until(sender.all_settled, timeout=10, what="outcomes")
+    assert again.outcome == "accepted"
     assert [bad_body.outcome, bad_subject.outcome, ok.outcome] == [
         "rejected",
         "rejected",
@@ -200,9 +202,11 @@ def test_a_bad_message_is_rejected_and_the_collector_goes_on(
     refused = [line for line in collector.log().splitlines() if "collector.refused" in line]
     assert len(refused) == 2 and 'reason="telemetry body is a str, not a map"' in refused[0]
     assert collector.stop() == 0
+    # Stored once: the resend's rows were recognised as duplicates.
     assert sorted(read(collector.dataset, "flow").column("record_id").to_pylist()) == sorted(
         ids("flow", good)
     )
+    assert "duplicates=4 refused=2" in collector.log()
 
 
 def test_a_restarted_collector_loses_nothing_it_acknowledged(
