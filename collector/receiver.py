@@ -291,7 +291,7 @@ class Collector(MessagingHandler):  # type: ignore[misc]
         self.buffer.add(split(kind, batch), token, self.clock())
         if current is not None and self._phase == "running":
             link = event.link
-            if link.credit < self.settings.credit // 2:
+            if link.credit <= self.settings.credit // 2:
                 link.flow(self.settings.credit - link.credit)
         if self.buffer.rows >= self.buffer.max_rows:
             self._flush()
