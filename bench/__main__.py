@@ -1,8 +1,9 @@
 """`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Two suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer) and
+Three suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
 `network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
-router). Exits 1 if any scenario failed, after still writing what the others measured.
+router) and `collector` (telemetry records per second into Parquet, through a router). Exits 1
+if any scenario failed, after still writing what the others measured.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import network, one_router
+from bench import collector, network, one_router
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
 
@@ -21,7 +22,7 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network")
+SUITES = ("one-router", "network", "collector")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,12 +75,14 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
+    if suite == "collector":
+        return RESULTS_DIR / "collector.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
 
 def _markdown(results: dict[str, Any]) -> str:
-    module = network if results.get("benchmark") == "network" else one_router
-    return module.markdown(results)
+    modules = {"network": network, "collector": collector}
+    return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,8 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     available = {
         "one-router": [s.name for s in one_router.scenarios(args.via)],
         "network": [*network.SCENARIOS, *network.EXTRA_SCENARIOS],
+        "collector": list(collector.SCENARIOS),
     }
-    by_default = {"one-router": available["one-router"], "network": list(network.SCENARIOS)}
+    by_default = {
+        "one-router": available["one-router"],
+        "network": list(network.SCENARIOS),
+        "collector": list(collector.SCENARIOS),
+    }
     suites = list(SUITES) if suite == "all" else [suite]
     names = args.scenarios.split(",") if args.scenarios else None
     if names is not None:
@@ -115,18 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     latency_seconds = args.latency_seconds or (
         QUICK_LATENCY_SECONDS if args.quick else DEFAULT_LATENCY_SECONDS
     )
-    try:
-        clients = build(broker=args.via == "broker")
-    except BenchError as e:
-        print(f"bench: {e}", file=sys.stderr)
-        return 1
+    clients = None
+    if set(suites) - {"collector"}:  # the collector suite sends with Python clients
+        try:
+            clients = build(broker=args.via == "broker")
+        except BenchError as e:
+            print(f"bench: {e}", file=sys.stderr)
+            return 1
     failed = False
     rendered = []
     for s in suites:
         chosen = by_default[s] if names is None else [n for n in available[s] if n in names]
         output = outputs[s]
         output.parent.mkdir(parents=True, exist_ok=True)
-        if s == "one-router":
+        if s == "collector":
+            records = args.count or (
+                collector.QUICK_RECORDS if args.quick else collector.DEFAULT_RECORDS
+            )
+            results = collector.run(chosen, records, log_dir=output.parent)
+        elif s == "one-router":
+            assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}
             results = one_router.run(
                 clients,
@@ -137,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 log_dir=output.parent,
             )
         else:
+            assert clients is not None
             results = network.run(
                 clients,
                 chosen,

@@ -97,3 +97,27 @@ def test_convergence_means_shortest_path_costs() -> None:
     costs = json.loads(done.stdout)
     assert costs["A"] == {"B": 1, "C": 2, "D": 2}
     assert costs["B"]["D"] == 3
+
+
+@pytest.mark.network
+@pytest.mark.timeout(60)
+def test_collector_suite_runs_and_renders(tmp_path: Path) -> None:
+    output = tmp_path / "collector.json"
+    args = ["--suite", "collector", "--count", str(COUNT), "--output", str(output)]
+    ran = subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert ran.returncode == 0, ran.stderr
+    results = json.loads(output.read_text())
+    assert results["benchmark"] == "collector"
+    for name in ("collector-unsettled", "parquet-only"):
+        assert results["scenarios"][name]["records"] == COUNT
+        assert results["scenarios"][name]["records_per_s"] > 0
+    assert results["scenarios"]["collector-unsettled"]["files"] >= 1
+    rendered = _bench("--markdown", "--output", str(output))
+    assert rendered.returncode == 0 and rendered.stdout == ran.stdout
+    assert "| collector-unsettled |" in rendered.stdout

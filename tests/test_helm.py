@@ -54,7 +54,11 @@ SCENARIOS: dict[str, list[str]] = {
         "operator.priorityClassName=system-cluster-critical",
         "router.image.repository=registry.example/routernet/router",
         "metrics.enabled=true",
+        "collector.image=registry.example/routernet/collector:2",
+        "collector.storage.storageClass=fast-ssd",
+        "collector.storage.size=200Gi",
     ],
+    "no-collector": ["collector.enabled=false"],
 }
 
 
@@ -188,6 +192,10 @@ def test_deployment_shape_cluster_scope() -> None:
     assert env["ROUTERNET_ROUTER_IMAGE"]["value"] == "routernet/router:0.1.0"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert "ROUTERNET_METRICS_PORT" not in env
+    # A telemetry collector per network by default, from the router image, default storage.
+    assert env["ROUTERNET_COLLECTOR_ENABLED"]["value"] == "true"
+    assert env["ROUTERNET_COLLECTOR_STORAGE_SIZE"]["value"] == "10Gi"
+    assert "ROUTERNET_COLLECTOR_IMAGE" not in env and "ROUTERNET_COLLECTOR_STORAGE_CLASS" not in env
 
     # The probes ask kopf's health endpoint, on the port --liveness opens.
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
@@ -199,6 +207,14 @@ def test_deployment_shape_cluster_scope() -> None:
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert c["resources"]["limits"]["memory"]
+
+
+def test_collector_off() -> None:
+    env = {e["name"]: e.get("value") for e in container(render("no-collector"))["env"]}
+    assert env["ROUTERNET_COLLECTOR_ENABLED"] == "false"
+    assert not any(
+        k.startswith("ROUTERNET_COLLECTOR_") and k != "ROUTERNET_COLLECTOR_ENABLED" for k in env
+    )
 
 
 def test_deployment_namespace_scope_watches_one_namespace() -> None:
@@ -220,6 +236,9 @@ def test_deployment_custom_values() -> None:
     assert env["EXTRA"] == "debug"
     assert env["ROUTERNET_ROUTER_IMAGE"] == "registry.example/routernet/router:0.1.0"
     assert env["ROUTERNET_METRICS_PORT"] == "9090"
+    assert env["ROUTERNET_COLLECTOR_IMAGE"] == "registry.example/routernet/collector:2"
+    assert env["ROUTERNET_COLLECTOR_STORAGE_CLASS"] == "fast-ssd"
+    assert env["ROUTERNET_COLLECTOR_STORAGE_SIZE"] == "200Gi"
     assert one(docs, "Deployment")["metadata"]["name"] == "routernet-operator"
     binding = one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
@@ -260,6 +279,8 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
         "configmaps",
         "serviceaccounts",
         "policy/poddisruptionbudgets",
+        "apps/deployments",  # the telemetry collector of each network, and its volume
+        "persistentvolumeclaims",
     ):
         assert granted[child] == MANAGE, child
     # Watched for the routers' reports; patch only to grant it to each Router's own pods.
@@ -379,6 +400,10 @@ def test_podmonitor_selects_the_router_pods_the_operator_renders() -> None:
         (["metrics.serviceMonitor.enabled=true"], "/metrics/enabled"),
         (["metrics.serviceMonitor.interval=often", "metrics.enabled=true"], "interval"),
         (["serviceAccount.create=maybe"], "/serviceAccount/create"),
+        (["collector.enabled=maybe"], "/collector/enabled"),
+        (["collector.storage.size=lots"], "/collector/storage/size"),
+        (["collector.storage.storageClass=Fast_SSD"], "/collector/storage/storageClass"),
+        (["collector.image=a b"], "/collector/image"),
         # An env value must be a string, or the Deployment would be invalid.
         (["operator.extraEnv[0].name=N", "operator.extraEnv[0].value=1"], "/value"),
     ],

@@ -55,6 +55,14 @@ def is_router(pid: int) -> bool:
     return b"router" in cmdline and b"--config" in cmdline
 
 
+def running_command(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, reparented and not reaped yet, has no command line)."""
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
 def routers_of(state: Path) -> list[int]:
     """Every process running a config file of this state directory."""
     found = []
@@ -156,6 +164,8 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
     assert result.returncode == 0, result.stderr
     for name in INTERIORS + EDGES:
         assert name in result.stdout and "started" in result.stdout
+    # A telemetry collector, on the first interior, writing under the state directory.
+    assert "telemetry collector of network default: amqp://" in result.stdout
     report = eventually("the mesh and the edges' uplinks", lambda: converged(state))
     routers = {r["id"]: r for r in report["routers"]}
     assert sorted(routers) == INTERIORS + EDGES
@@ -194,8 +204,14 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
         ("core-2", "core-0"),
         ("core-2", "core-1"),
     }
+    [collector] = shown["collectors"]
+    assert collector["running"] and collector["router"] == "core-0"
+    assert collector["url"] == f"amqp://{by_id['core-0']['clientEndpoints'][0]}"
+    assert collector["dataset"] == str(state.resolve() / "telemetry")
+    assert "event=collector.attached" in Path(collector["log"]).read_text()
     text = routernet("status", "--state-dir", str(state))
     assert text.returncode == 0 and "INTER-ROUTER" in text.stdout and "edge-1" in text.stdout
+    assert "collector-default" in text.stdout
     # Each router's metrics and probes on its own address, as in its pod.
     for r in by_id.values():
         http = r["httpEndpoint"]
@@ -314,11 +330,15 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
     result = routernet("down", "--state-dir", str(state), "--timeout", "1")
     assert result.returncode == 0, result.stderr
     assert "stopped 5 routers" in result.stdout and "edge-1 killed" in result.stdout
+    # The collector after the routers (so their last telemetry is written), and cleanly.
+    assert "then stopped the telemetry collectors: collector-default" in result.stdout
+    assert not running_command(collector["pid"])
+    assert "event=collector.stopped" in Path(collector["log"]).read_text()
     assert not any(is_router(pid) for pid in pids.values())
     assert routers_of(state) == []
     assert list((state / "pids").iterdir()) == []
     result = routernet("status", "--state-dir", str(state))
-    assert result.returncode == 1 and result.stdout.count("not running") == 5
+    assert result.returncode == 1 and result.stdout.count("not running") == 6
 
 
 BAD = {

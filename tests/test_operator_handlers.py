@@ -937,6 +937,10 @@ async def test_console_script_runs_the_operator_as_the_chart_does(
         sts = get(cluster, "apps/v1/statefulsets", "hub")
         (container,) = sts["spec"]["template"]["spec"]["containers"]
         assert (container["image"], container["imagePullPolicy"]) == (IMAGE, "Never")
+        # The chart's default: a telemetry collector for the network, from the router image.
+        collector = get(cluster, "apps/v1/deployments", "routernet-collector-default")
+        assert collector["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+        get(cluster, "v1/persistentvolumeclaims", "routernet-telemetry-default")
         tokens = {r.headers.get("Authorization") for r in cluster if r.headers.get("Authorization")}
         assert tokens == {"Bearer operator-token"}, "kopf and the reconciler log in alike"
         async with aiohttp.ClientSession() as session:

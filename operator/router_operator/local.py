@@ -24,6 +24,9 @@ The same models validate the files (models.py) and the same planner computes the
   before the first config is written; problems come back as one line each, naming the file,
   the object and the field (`InvalidInput`).
 
+A telemetry collector per network runs beside the routers (local_collector.py): started after
+them, stopped after them, writing ``<state>/telemetry/``; ``up --no-collector`` runs none.
+
 What Kubernetes alone provides is left out: Secrets (a PLAIN listener's users, TLS) are refused
 here, and image, resources and podTemplate are ignored. LinkRoutes are applied as on Kubernetes
 (refused, as there, when they ask for TLS or a credentials Secret).
@@ -32,6 +35,7 @@ here, and image, resources and podTemplate are ignored. LinkRoutes are applied a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -47,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from router.config import RouterConfig
+from router_operator import local_collector
+from router_operator.local_collector import LocalCollector
 from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
 from router_operator.planner import PodPlan
 
@@ -210,6 +216,8 @@ class State:
     """pod name -> LocalPod.record()."""
     networks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """network -> connections, addresses and link routes as planned (for status)."""
+    collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """network -> LocalCollector.record() of the collector ``up`` started (none: --no-collector)."""
 
     @classmethod
     def load(cls, state_dir: Path) -> State | None:
@@ -228,6 +236,7 @@ class State:
             resources=data["resources"],
             pods=data["pods"],
             networks=data["networks"],
+            collectors=data.get("collectors", {}),  # absent in states from before collectors
         )
 
     def save(self, state_dir: Path) -> None:
@@ -238,6 +247,7 @@ class State:
             "resources": self.resources,
             "pods": self.pods,
             "networks": self.networks,
+            "collectors": self.collectors,
         }
         _write_atomically(state_dir / "state.json", json.dumps(data, indent=2) + "\n")
 
@@ -401,11 +411,21 @@ class Applied:
     warnings: tuple[str, ...]
     addresses: tuple[dict[str, Any], ...]
     link_routes: tuple[dict[str, Any], ...] = ()
+    collectors: tuple[LocalCollector, ...] = ()
+    collector_actions: Mapping[str, str] = field(default_factory=dict)
+    """network -> started | restarted (...) | unchanged | stopped (...)"""
 
 
-def up(state_dir: Path, args: Sequence[str] = (), *, timeout: float = START_TIMEOUT) -> Applied:
+def up(
+    state_dir: Path,
+    args: Sequence[str] = (),
+    *,
+    timeout: float = START_TIMEOUT,
+    collector: bool = True,
+) -> Applied:
     """Runs what the files declare: validates and plans them (InvalidInput, nothing changed),
-    then starts, updates (config files, applied live) and stops router processes to match.
+    then starts, updates (config files, applied live) and stops router processes to match,
+    and a telemetry collector per network once they listen (``collector``: else none runs).
     No ``args``: the files of the last ``up`` in this state directory."""
     state_dir = state_dir.resolve()
     if not args and not (state_dir / "state.json").exists():
@@ -423,7 +443,8 @@ def up(state_dir: Path, args: Sequence[str] = (), *, timeout: float = START_TIME
         if sorted(files) != sorted(state.files):
             _check_not_left_out(state_dir, state, planned)
         with _locked(MACHINE_LOCK):
-            return _run(state_dir, state, files, planned, timeout)
+            applied = _run(state_dir, state, files, planned, timeout)
+            return _run_collectors(state_dir, state, applied, collector, timeout)
 
 
 def _check_not_left_out(state_dir: Path, state: State, planned: Planned) -> None:
@@ -528,6 +549,43 @@ def _run(
     )
 
 
+def _run_collectors(
+    state_dir: Path, state: State, applied: Applied, wanted_any: bool, timeout: float
+) -> Applied:
+    """A collector per network, started once the routers listen; one whose router changed is
+    restarted, one no longer wanted stopped."""
+    wanted = local_collector.plan_collectors(state_dir, applied.pods) if wanted_any else {}
+    actions: dict[str, str] = {}
+    stale = []
+    for network in local_collector.known_networks(state_dir, state.collectors):
+        if local_collector.running_pid(state_dir, network) is None:
+            continue
+        want = wanted.get(network)
+        if want is None:
+            stale.append(network)
+            actions[network] = "stopped"
+        elif state.collectors.get(network) != want.record():
+            stale.append(network)
+            actions[network] = f"restarted (now on {want.router})"
+        else:
+            actions[network] = "unchanged"
+    local_collector.stop(state_dir, stale)
+    started = {}
+    for network, c in wanted.items():
+        if local_collector.running_pid(state_dir, network) is None:
+            started[c] = local_collector.start(state_dir, c)
+            actions.setdefault(network, "started")
+    state.collectors = {network: c.record() for network, c in wanted.items()}
+    state.save(state_dir)
+    try:
+        local_collector.wait_attached(state_dir, started, timeout)
+    except RuntimeError as err:
+        raise LocalError(str(err)) from None
+    return dataclasses.replace(
+        applied, collectors=tuple(wanted.values()), collector_actions=actions
+    )
+
+
 def _config(pod: PodPlan) -> RouterConfig:
     assert pod.config is not None
     return pod.config
@@ -603,11 +661,21 @@ def _address_key(entry: Mapping[str, Any]) -> str:
     return f"prefix:{entry['prefix']}" if "prefix" in entry else f"pattern:{entry.get('pattern')}"
 
 
-def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> tuple[list[str], list[str]]:
-    """Stops every router of the state directory: (stopped pods, of which killed)."""
+@dataclass(frozen=True)
+class Stopped:
+    """What ``down`` stopped: router pods, those of them killed, collectors (by network)."""
+
+    routers: list[str]
+    killed: list[str]
+    collectors: list[str]
+
+
+def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
+    """Stops every router of the state directory, then its collectors: a router sends its
+    last telemetry as it drains, and the collector must still be there to write it."""
     state_dir = state_dir.resolve()
     if not state_dir.is_dir():
-        return [], []
+        return Stopped([], [], [])
     with _locked(state_dir / "lock"):
         state = State.load(state_dir) or State()
         # Pid files of pods the state no longer lists (an interrupted `up`) are stopped too.
@@ -616,7 +684,10 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> tuple[list[str], lis
             pods |= {p.stem for p in (state_dir / "pids").glob("*.pid")}
         stopped = sorted(pod for pod in pods if running_pid(state_dir, pod) is not None)
         killed = stop_pods(state_dir, sorted(pods), timeout)
-        return stopped, killed
+        networks = local_collector.known_networks(state_dir, state.collectors)
+        collectors = [n for n in networks if local_collector.running_pid(state_dir, n)]
+        local_collector.stop(state_dir, networks)
+        return Stopped(stopped, killed, collectors)
 
 
 CONNECTION_ATTRIBUTES = ["identity", "container", "role", "dir", "host"]
@@ -684,6 +755,7 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
         "namespace": state.namespace,
         "files": state.files,
         "routers": routers,
+        "collectors": local_collector.status(state_dir, state.collectors),
         "addresses": [a for net in networks.values() for a in net["addresses"]],
         "linkRoutes": [lr for net in networks.values() for lr in net["linkRoutes"]],
         "connections": [

@@ -1,8 +1,8 @@
 """``routernet``: run a router network on this machine from the files ``kubectl apply`` takes.
 
-    routernet up [--watch] FILE|DIR...   start it, or apply the files' changes to it
-    routernet status [--json]            routers, endpoints, connections, addresses
-    routernet down                       stop every router
+    routernet up [--watch] [--no-collector] FILE|DIR...   start it, or apply the files' changes
+    routernet status [--json]            routers, endpoints, connections, addresses, collectors
+    routernet down                       stop every router, then the collectors
 
 Exit codes: 0 fine; 1 a router failed to start or stop, or (status) is not running; 2 invalid
 files or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state,
@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         help="stay in the foreground and apply the files again whenever they change; Ctrl-C"
         " stops watching and leaves the routers running",
     )
+    up.add_argument(
+        "--no-collector",
+        dest="collector",
+        action="store_false",
+        help="run no telemetry collector (default: one per network, writing <state-dir>/telemetry)",
+    )
     status = commands.add_parser(
         "status",
         parents=[common],
@@ -92,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "up":
-            return watch(args.state_dir, args.files) if args.watch else up(args)
+            if args.watch:
+                return watch(args.state_dir, args.files, args.collector)
+            return up(args)
         if args.command == "status":
             return show_status(args.state_dir, args.json)
         return down(args.state_dir, args.timeout)
@@ -109,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def up(args: argparse.Namespace) -> int:
-    print_applied(local.up(args.state_dir, args.files))
+    print_applied(local.up(args.state_dir, args.files, collector=args.collector))
     return 0
 
 
@@ -132,10 +140,19 @@ def print_applied(applied: local.Applied) -> None:
         print("addresses: " + "; ".join(_declared(a) for a in applied.addresses))
     if applied.link_routes:
         print("link routes: " + "; ".join(_link_route(lr) for lr in applied.link_routes))
+    for c in applied.collectors:
+        what = applied.collector_actions.get(c.network, "unchanged")
+        print(
+            f"telemetry collector of network {c.network}: {c.url} ({c.router}) ->"
+            f" {_shown(c.dataset)}  {what}"
+        )
+    for network, what in applied.collector_actions.items():
+        if what == "stopped":
+            print(f"telemetry collector of network {network}: stopped")
     print(f"state, configs and logs: {_shown(applied.state_dir)}")
 
 
-def watch(state_dir: Path, files: Sequence[str]) -> int:
+def watch(state_dir: Path, files: Sequence[str], collector: bool = True) -> int:
     """``up``, then again whenever a file changes, until Ctrl-C (or SIGTERM), which leaves the
     routers running. Invalid files are reported and leave the network as it was."""
     if not files:
@@ -151,7 +168,7 @@ def watch(state_dir: Path, files: Sequence[str]) -> int:
             signature = file_signature(files)
             if signature != seen:
                 seen = signature
-                _apply_once(state_dir, files)
+                _apply_once(state_dir, files, collector)
                 print(f"{PROG}: watching {' '.join(files)} (Ctrl-C stops watching)", flush=True)
             time.sleep(WATCH_INTERVAL)
     except KeyboardInterrupt:
@@ -163,10 +180,10 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _apply_once(state_dir: Path, files: Sequence[str]) -> None:
+def _apply_once(state_dir: Path, files: Sequence[str], collector: bool) -> None:
     print(f"{PROG}: applying {' '.join(files)} at {time.strftime('%H:%M:%S')}", flush=True)
     try:
-        print_applied(local.up(state_dir, files))
+        print_applied(local.up(state_dir, files, collector=collector))
     except InvalidInput as err:
         for line in err.lines:
             print(f"{PROG}: {line}", file=sys.stderr)
@@ -185,7 +202,8 @@ def show_status(state_dir: Path, as_json: bool) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(format_status(report))
-    return 0 if all(r["running"] for r in report["routers"]) else 1
+    running = [*report["routers"], *report["collectors"]]
+    return 0 if all(r["running"] for r in running) else 1
 
 
 def format_status(report: dict[str, Any]) -> str:
@@ -220,6 +238,20 @@ def format_status(report: dict[str, Any]) -> str:
         lines.append(f"link route {_link_route(lr)}")
     rows = [
         [
+            c["name"],
+            str(c["pid"] or "-"),
+            c["url"],
+            c["router"],
+            _shown(Path(c["dataset"])),
+            f"{c['files']} files, {c['bytes']} bytes" if c["running"] else "not running",
+        ]
+        for c in report["collectors"]
+    ]
+    if rows:
+        headers = ["COLLECTOR", "PID", "RECEIVES FROM", "ROUTER", "DATASET", ""]
+        lines += ["", _table(headers, rows)]
+    rows = [
+        [
             a["address"],
             r["id"],
             a["distribution"],
@@ -252,12 +284,16 @@ def _declared(address: dict[str, Any]) -> str:
 
 
 def down(state_dir: Path, timeout: float) -> int:
-    stopped, killed = local.down(state_dir, timeout)
-    if not stopped:
+    stopped = local.down(state_dir, timeout)
+    if not stopped.routers:
         print(f"{PROG}: no router running in {_shown(state_dir)}")
-        return 0
-    note = f" ({', '.join(killed)} killed after {timeout:g} s)" if killed else ""
-    print(f"{PROG}: stopped {len(stopped)} routers: {' '.join(stopped)}{note}")
+    else:
+        killed = stopped.killed
+        note = f" ({', '.join(killed)} killed after {timeout:g} s)" if killed else ""
+        print(f"{PROG}: stopped {len(stopped.routers)} routers: {' '.join(stopped.routers)}{note}")
+    if stopped.collectors:
+        names = " ".join(f"collector-{n}" for n in stopped.collectors)
+        print(f"{PROG}: then stopped the telemetry collectors: {names}")
     return 0
 
 

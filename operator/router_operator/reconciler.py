@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -48,11 +49,17 @@ from router_operator.planner import (
     BLOCKING,
     DEFAULT_CLUSTER_DOMAIN,
     NamespacePlan,
+    NetworkPlan,
     RouterDecl,
     RouterPlan,
     plan_namespace,
 )
 from router_operator.render import LINK_ROUTES_KEY, RenderError, config_map_name, render_router
+from router_operator.render_collector import (
+    DEFAULT_STORAGE_SIZE,
+    CollectorSettings,
+    render_collector,
+)
 
 log = logging.getLogger("router_operator.reconciler")
 
@@ -72,11 +79,15 @@ class OperatorConfig:
     retry_seconds: float = 5.0
     """The first retry after a failed reconcile; doubles up to ``resync_seconds``."""
     metrics_port: int | None = None
+    collector: CollectorSettings | None = None
+    """How to run a telemetry collector per network; None runs none. from_env() turns it on
+    unless ROUTERNET_COLLECTOR_ENABLED=false; a config made in code (tests) leaves it off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
         """ROUTERNET_ROUTER_IMAGE, ROUTERNET_ROUTER_IMAGE_PULL_POLICY, ROUTERNET_CLUSTER_DOMAIN,
-        ROUTERNET_METRICS_PORT; ValueError names the variable at fault."""
+        ROUTERNET_METRICS_PORT, ROUTERNET_COLLECTOR_* (collector_from_env); ValueError names
+        the variable at fault."""
         policy = env.get("ROUTERNET_ROUTER_IMAGE_PULL_POLICY") or None
         if policy is not None and policy not in PULL_POLICIES:
             raise ValueError(
@@ -98,7 +109,42 @@ class OperatorConfig:
             image_pull_policy=policy,
             cluster_domain=domain,
             metrics_port=port,
+            collector=collector_from_env(env, image, policy),
         )
+
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def collector_from_env(
+    env: Mapping[str, str], router_image: str, router_pull_policy: str | None
+) -> CollectorSettings | None:
+    """ROUTERNET_COLLECTOR_ENABLED (true unless "false"), ROUTERNET_COLLECTOR_IMAGE (default:
+    the router image), ROUTERNET_COLLECTOR_STORAGE_CLASS (default: the cluster's),
+    ROUTERNET_COLLECTOR_STORAGE_SIZE (default 10Gi); ValueError names the variable at fault."""
+    enabled = (env.get("ROUTERNET_COLLECTOR_ENABLED") or "true").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"ROUTERNET_COLLECTOR_ENABLED={enabled!r}: expected true or false")
+    if enabled == "false":
+        return None
+    image = (env.get("ROUTERNET_COLLECTOR_IMAGE") or "").strip() or router_image
+    if any(c.isspace() for c in image):
+        raise ValueError(f"ROUTERNET_COLLECTOR_IMAGE={image!r}: an image has no whitespace")
+    size = (env.get("ROUTERNET_COLLECTOR_STORAGE_SIZE") or "").strip() or DEFAULT_STORAGE_SIZE
+    if not _QUANTITY.match(size):
+        raise ValueError(f"ROUTERNET_COLLECTOR_STORAGE_SIZE={size!r}: expected a size like 10Gi")
+    storage_class = (env.get("ROUTERNET_COLLECTOR_STORAGE_CLASS") or "").strip() or None
+    if storage_class is not None and not _DNS_SUBDOMAIN.match(storage_class):
+        raise ValueError(
+            f"ROUTERNET_COLLECTOR_STORAGE_CLASS={storage_class!r}: not a StorageClass name"
+        )
+    return CollectorSettings(
+        image=image,
+        image_pull_policy=router_pull_policy,
+        storage_class=storage_class,
+        storage_size=size,
+    )
 
 
 @dataclass(frozen=True)
@@ -231,6 +277,10 @@ def reconcile_namespace(
         if outcome.state == "failed":
             result.failures.append(f"Router {ns}/{router.name}: {outcome.message}")
             result.transient |= outcome.transient
+
+    if config.collector is not None:
+        for network in sorted(plan.networks.values(), key=lambda n: n.name):
+            _apply_collector(network, ns, api, config, result, memory)
 
     verdicts = mesh_verdicts(router_decls, snapshot.pods)
     for router in routers:
@@ -401,6 +451,38 @@ def _reconcile_router(
     message = f"children applied for generation {gen}: {desired} router pods configured"
     outcome = RouterOutcome("applied", "Applied", message, gen, desired, endpoints, warnings)
     return outcome, observed
+
+
+def _apply_collector(
+    network: NetworkPlan,
+    namespace: str,
+    api: Api,
+    config: OperatorConfig,
+    result: Result,
+    memory: Memory | None,
+) -> None:
+    """The network's collector (render_collector.py). A failure is logged and retried like any
+    other; the Routers' statuses do not depend on it."""
+    assert config.collector is not None
+    children = render_collector(network, namespace, config.collector, config.cluster_domain)
+    applied = memory.applied if memory is not None else {}
+    for child in children:
+        key = f"network/{network.name}/{child['kind']}/{child['metadata']['name']}"
+        digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
+        if applied.get(key) == digest:
+            result.unchanged_objects += 1
+            continue
+        applied.pop(key, None)
+        try:
+            api.apply(child)
+        except ApiError as err:
+            what = f"{child['kind']} {child['metadata']['name']}"
+            log.warning("namespace %s: applying %s failed: %s", namespace, what, err)
+            result.failures.append(f"collector of network {network.name}: applying {what}: {err}")
+            result.transient |= err.transient
+            return
+        result.applied_objects += 1
+        applied[key] = digest
 
 
 def _application(

@@ -1,0 +1,182 @@
+"""The operator's telemetry collector per network: the Deployment and PVC it renders (validated
+against Kubernetes' schemas), where it connects, who owns it, the chart's settings as the
+operator reads them, and the reconciler applying it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from router_operator.planner import ListenerDecl, RouterDecl, plan_namespace
+from router_operator.reconciler import (
+    Memory,
+    OperatorConfig,
+    Snapshot,
+    collector_from_env,
+    reconcile_namespace,
+)
+from router_operator.render_collector import (
+    DATASET_DIR,
+    CollectorSettings,
+    claim_name,
+    deployment_name,
+    render_collector,
+)
+from test_operator_handlers import FakeApi, body
+
+NS = "msg"
+DOMAIN = "cluster.local"
+VERSIONS = ["1.30", kubernetes_validate.latest_version()]
+SETTINGS = CollectorSettings(image="registry.example/routernet/router:1.0")
+
+
+def rendered(routers: list[RouterDecl], settings: CollectorSettings = SETTINGS, network="default"):
+    p = plan_namespace(NS, routers)
+    objects = render_collector(p.networks[network], NS, settings, DOMAIN)
+    return {o["kind"]: o for o in objects}
+
+
+def mesh() -> list[RouterDecl]:
+    return [
+        RouterDecl("leaf", uid="uid-leaf", role="edge", replicas=2),
+        RouterDecl("core-b", uid="uid-core-b", replicas=2),
+        RouterDecl("core-a", uid="uid-core-a", replicas=3),
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_deployment_and_claim_validate(version: str) -> None:
+    objects = rendered(
+        mesh(), CollectorSettings(image="x", storage_class="fast", storage_size="5Gi")
+    )
+    assert list(objects) == ["PersistentVolumeClaim", "Deployment"]  # apply order
+    for obj in objects.values():
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_the_collector_receives_from_the_first_interior_client_service() -> None:
+    objects = rendered(mesh())
+    deployment = objects["Deployment"]
+    assert deployment["metadata"]["name"] == deployment_name("default")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    [container] = spec["template"]["spec"]["containers"]
+    assert container["image"] == SETTINGS.image
+    assert container["command"] == [
+        "routernet-collector",
+        "--url",
+        f"amqp://core-a.{NS}.svc.{DOMAIN}:5672",
+        "--dataset",
+        DATASET_DIR,
+        "--id",
+        "routernet-collector-default",
+    ]
+    [mount] = container["volumeMounts"]
+    assert DATASET_DIR.startswith(mount["mountPath"])
+    [volume] = spec["template"]["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"] == {"claimName": claim_name("default")}
+    pod = spec["template"]
+    assert pod["spec"]["securityContext"]["fsGroup"] == 10001
+    # Not a router pod: the operator's pod watch (managed-by) must not see it.
+    assert "app.kubernetes.io/managed-by" not in pod["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+
+
+def test_every_router_of_the_network_owns_the_deployment_and_none_the_claim() -> None:
+    objects = rendered(mesh())
+    owners = objects["Deployment"]["metadata"]["ownerReferences"]
+    assert [o["name"] for o in owners] == ["core-a", "core-b", "leaf"]
+    assert not any(o.get("controller") for o in owners)
+    assert "ownerReferences" not in objects["PersistentVolumeClaim"]["metadata"]
+
+
+def test_storage_settings() -> None:
+    claim = rendered(mesh())["PersistentVolumeClaim"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert "storageClassName" not in claim["spec"]  # the cluster's default
+    settings = CollectorSettings(image="x", storage_class="fast-ssd", storage_size="200Gi")
+    claim = rendered(mesh(), settings)["PersistentVolumeClaim"]
+    assert claim["spec"]["storageClassName"] == "fast-ssd"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "200Gi"
+
+
+def test_tls_only_interiors_leave_the_edges_plain_listener() -> None:
+    tls = (ListenerDecl(port=5671, tls_secret="cert"),)
+    routers = [
+        RouterDecl("core", uid="uid-core", listeners=tls),
+        RouterDecl("leaf", uid="uid-leaf", role="edge"),
+    ]
+    [container] = rendered(routers)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"][2] == f"amqp://leaf.{NS}.svc.{DOMAIN}:5672"
+    assert rendered([RouterDecl("core", uid="uid-core", listeners=tls)]) == {}
+
+
+def test_a_network_per_collector() -> None:
+    routers = [RouterDecl("a", uid="uid-a"), RouterDecl("b", uid="uid-b", network="blue")]
+    blue = rendered(routers, network="blue")
+    assert blue["Deployment"]["metadata"]["name"] == "routernet-collector-blue"
+    assert blue["PersistentVolumeClaim"]["metadata"]["name"] == "routernet-telemetry-blue"
+    assert [o["name"] for o in blue["Deployment"]["metadata"]["ownerReferences"]] == ["b"]
+
+
+def test_settings_from_the_charts_environment() -> None:
+    settings = collector_from_env({}, "router:1", "Always")
+    assert settings == CollectorSettings(image="router:1", image_pull_policy="Always")
+    env = {
+        "ROUTERNET_COLLECTOR_IMAGE": "collector:2",
+        "ROUTERNET_COLLECTOR_STORAGE_CLASS": "standard",
+        "ROUTERNET_COLLECTOR_STORAGE_SIZE": "1Ti",
+    }
+    settings = collector_from_env(env, "router:1", None)
+    assert settings is not None
+    assert (settings.image, settings.storage_class, settings.storage_size) == (
+        "collector:2",
+        "standard",
+        "1Ti",
+    )
+    assert collector_from_env({"ROUTERNET_COLLECTOR_ENABLED": "false"}, "r", None) is None
+    assert OperatorConfig.from_env({}).collector is not None
+    for name, value in (
+        ("ROUTERNET_COLLECTOR_ENABLED", "maybe"),
+        ("ROUTERNET_COLLECTOR_STORAGE_SIZE", "lots"),
+        ("ROUTERNET_COLLECTOR_STORAGE_CLASS", "Not A Name"),
+        ("ROUTERNET_COLLECTOR_IMAGE", "a b"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}="):
+            collector_from_env({name: value}, "r", None)
+
+
+def test_the_reconciler_applies_it_once_per_network_and_not_again_unchanged() -> None:
+    config = OperatorConfig(collector=SETTINGS)
+    snapshot = Snapshot(
+        NS, routers=(body("Router", "hub", {}), body("Router", "leaf", {"role": "edge"}))
+    )
+    api, memory = FakeApi(), Memory()
+    result = reconcile_namespace(snapshot, api, config, memory)
+    assert not result.failures
+    collector = [a for a in api.applied if "routernet-" in a]
+    assert collector == [
+        "PersistentVolumeClaim/routernet-telemetry-default",
+        "Deployment/routernet-collector-default",
+    ]
+    again = FakeApi()
+    reconcile_namespace(snapshot, again, config, memory)
+    assert not [a for a in again.applied if "routernet-" in a]
+    # Off: nothing of it.
+    off = FakeApi()
+    reconcile_namespace(snapshot, off, OperatorConfig(), Memory())
+    assert not [a for a in off.applied if "routernet-" in a]
+
+
+def test_a_failed_apply_is_a_transient_failure_routers_still_applied() -> None:
+    from router_operator.kube import ApiError
+
+    fail: dict[str, Any] = {
+        "Deployment/routernet-collector-default": ApiError(503, "ServiceUnavailable", "later")
+    }
+    api = FakeApi(fail)
+    snapshot = Snapshot(NS, routers=(body("Router", "hub", {}),))
+    result = reconcile_namespace(snapshot, api, OperatorConfig(collector=SETTINGS), Memory())
+    assert "StatefulSet/hub" in api.applied
+    assert result.transient and "collector of network default" in result.failures[0]
