@@ -237,6 +237,15 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
     sent = world.connect(url(other)).sender("requests.echo", resend=True).send(Message(body="x"))
     world.run_until(lambda: sent.final.settled, timeout=TIMEOUT, what="the message from " + other)
     assert sent.final.state == ACCEPTED and consumer.bodies[-1] == "x"
+    # A consumer of an address in edge-0's space on another interior counts there as one for
+    # `_edge/edge-0`: status still names the uplink edge-0 uses (it once took the last interior
+    # in name order that had such a consumer).
+    decoy = max(name for name in INTERIORS if name != uplink)
+    probe = world.connect(url(decoy)).receiver("_edge/edge-0/status.probe")
+    world.run_until(lambda: probe.attached, timeout=TIMEOUT, what="the probe at " + decoy)
+    assert running(state)["edge-0"]["uplink"] == uplink
+    assert uplinks_as_the_edges_say(state)
+    probe.close()
 
     # --- an Address added while running: applied live, no router restarted ---------------------
     news = [world.connect(url(name)).receiver("late.news") for name in EDGES]
