@@ -98,7 +98,10 @@ class CollectorProcess:
 
 @pytest.fixture
 def router(tmp_path: Path):
-    r = RouterProcess(tmp_path / "router").start()
+    """A router that sends no telemetry of its own: the tests count the records they send."""
+    r = RouterProcess(tmp_path / "router")
+    r.config["telemetry"] = {"enabled": False}
+    r.start()
     try:
         yield r
     finally:
