@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from router.log import get_logger
 from router.pn import lib
+from router.streaming import open_session
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -94,7 +95,7 @@ class Edge:
         proxy for every address with consumers here."""
         self.active = conn
         session = self.session = lib.pn_session(conn.pn)
-        lib.pn_session_open(session)
+        open_session(session, conn)
         router = self.router
         p = lib.pn_sender(session, f"edge.uplink.{router.id}".encode())
         lib.pn_link_open(p)

@@ -53,7 +53,7 @@ from router.sections import (
     scan,
 )
 from router.stats import RouterStats
-from router.streaming import STREAM_THRESHOLD, trim_memory
+from router.streaming import STREAM_THRESHOLD, open_session, trim_memory
 from router.streaming import start as start_stream
 
 log = get_logger("router")
@@ -568,7 +568,7 @@ class Router:
     def on_session_open(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
         if lib.pn_session_state(s) & lib.PN_LOCAL_UNINIT:
-            lib.pn_session_open(s)
+            open_session(s, conn)
 
     def on_session_close(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
