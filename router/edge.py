@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from router.connector import STABLE_SECONDS, backoff_delay
 from router.log import get_logger
 from router.pn import NULL, get_condition, lib
+from router.streaming import open_session
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -157,7 +158,7 @@ class Edge:
                 return s
             s = lib.pn_session_next(s, lib.PN_LOCAL_ACTIVE)
         s = self.sessions[conn] = lib.pn_session(conn.pn)
-        lib.pn_session_open(s)
+        open_session(s, conn)
         return s
 
     def proxy(self, address: str) -> None:

@@ -53,6 +53,8 @@ from router.sections import (
     scan,
 )
 from router.stats import RouterStats
+from router.streaming import STREAM_THRESHOLD, open_session, trim_memory
+from router.streaming import start as start_stream
 from router.telemetry.emitter import Emitter
 from router.telemetry.http import HttpEndpoint
 
@@ -321,9 +323,9 @@ class Router:
         """
         fwd = self.fwd
         bufs = self.bufs
-        while self.dirty or fwd.touched or fwd.credit_dirty:
+        while self.dirty or fwd.touched or fwd.credit_dirty or fwd.resume:
             touched: set[Connection] = set()
-            while self.dirty or fwd.touched or fwd.credit_dirty:
+            while self.dirty or fwd.touched or fwd.credit_dirty or fwd.resume:
                 dirty = self.dirty
                 dirty |= fwd.touched
                 fwd.touched = set()
@@ -337,6 +339,10 @@ class Router:
                     for link in links:
                         if not link.conn.dead:
                             fwd.refresh_credit(link)
+                if fwd.resume:  # large messages that may move again (router/streaming.py)
+                    streams, fwd.resume = fwd.resume, set()
+                    for stream in streams:
+                        stream.pump()
             for conn in touched:
                 if conn.dead:
                     continue
@@ -359,6 +365,10 @@ class Router:
                 elif conn in self.writing:
                     self.writing.discard(conn)
                     self.sel.modify(conn.sock, EVENT_READ, conn)
+            if fwd.paused:  # output went out: streams waiting for it may read more
+                for stream in fwd.paused:
+                    if not stream.blocked():
+                        fwd.resume.add(stream)
 
     def process(self, conn: Connection) -> None:
         coll = conn.collector
@@ -428,6 +438,10 @@ class Router:
             self.fwd.expire_held(now)
         if self.telemetry is not None:
             self.telemetry.tick(time.time())
+        if self.fwd.large_done and not self.fwd.streaming:
+            # A burst of large messages is over: hand the freed heap back to the system.
+            self.fwd.large_done = False
+            trim_memory()
         self.connectors.poll(now)
         if self.edge is not None:
             self.edge.poll(now)
@@ -584,7 +598,7 @@ class Router:
     def on_session_open(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
         if lib.pn_session_state(s) & lib.PN_LOCAL_UNINIT:
-            lib.pn_session_open(s)
+            open_session(s, conn)
 
     def on_session_close(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
@@ -857,6 +871,8 @@ class Router:
         advanced past; None until then, and for an aborted one (settled and forgotten)."""
         p = link.pn
         if lib.pn_delivery_aborted(d):
+            if link.stream is not None:
+                link.stream.abort()
             link.partial = None
             lib.pn_link_advance(p)
             lib.pn_delivery_settle(d)
@@ -866,7 +882,11 @@ class Router:
             return None
         pending = lib.pn_delivery_pending(d)
         if lib.pn_delivery_partial(d) or link.partial is not None:
-            # A large message arrives in frames: collect it so Proton's buffer stays small.
+            if link.stream is not None:  # a large message forwarded as it arrives
+                link.stream.pump()
+                return None
+            # A message in several frames: collect it so Proton's buffer stays small, and
+            # once it is large, stream it (router/streaming.py).
             buf = link.partial
             if buf is None:
                 buf = link.partial = bytearray()
@@ -875,8 +895,12 @@ class Router:
             got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
             del buf[start + max(got, 0) :]
             if lib.pn_delivery_partial(d):
+                if len(buf) >= STREAM_THRESHOLD:
+                    start_stream(self, link, d, buf)
                 return None
             link.partial = None
+            if len(buf) >= STREAM_THRESHOLD:
+                self.fwd.large_done = True  # collected whole: give the memory back after
             data: bytes | bytearray = buf
         else:
             if pending > len(self.msgbuf):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from router.connection import Connection
     from router.edge import Edge
     from router.interrouter import Network
+    from router.streaming import Stream
 
 ACCEPTED = lib.PN_ACCEPTED
 REJECTED = lib.PN_REJECTED
@@ -70,6 +71,7 @@ class Message:
         "read",
         "sample",
         "scan",
+        "stream",
     )
 
     def __init__(
@@ -92,6 +94,8 @@ class Message:
         # the address it is routed on (a redirect changes it); carried between routers as
         # the to-override
         self.address = address
+        # set when `data` is only the head of a message still arriving (router/streaming.py)
+        self.stream: Stream | None = None
 
     def plain(self) -> bytes | bytearray:
         read = self.read
@@ -230,6 +234,13 @@ class Forwarder:
         self.flows: Flows | None = None
         self.received = 0
         self.sent = 0
+        # Large messages forwarded as they arrive (router/streaming.py): how many are under
+        # way, those that may read more now, those waiting for their consumers, and whether
+        # one finished since housekeeping last gave memory back.
+        self.streaming = 0
+        self.resume: set[Stream] = set()
+        self.paused: set[Stream] = set()
+        self.large_done = False
 
     # ----- routing table -------------------------------------------------------------------
 
@@ -329,6 +340,14 @@ class Forwarder:
         may have passed them on); deliveries it never received are routed again.
         """
         entry, link.entry = link.entry, None
+        stream = link.stream
+        if stream is not None:
+            if link.incoming:
+                stream.abort()  # the sender is gone: the copies cannot be completed
+            else:
+                copy = stream.copy_gone(link, conn_dead)
+                if copy is not None and copy.owed is not None:
+                    self.copy_done(copy.owed, RELEASED, None)
         if link.incoming:
             for fwd in link.unsettled.values():
                 fwd.in_d = None
@@ -586,7 +605,7 @@ class Forwarder:
             fallback = msg.entry = self.entry(rule.fallback)
             self.route(msg, fallback, fwd, origin, redirected=True)
             return
-        if action == "hold" and not self.draining:
+        if action == "hold" and not self.draining and msg.stream is None:
             held = Queued(msg, fwd, origin, self.clock() + rule.hold_timeout)
             entry.held.append(held)
             entry.held_total += 1
@@ -623,6 +642,9 @@ class Forwarder:
         the inter-router connection (its waiting is bounded per consumer instead, see
         deliver). Transit toward another router does hold back: back-pressure then travels
         hop by hop to the senders."""
+        stream = q.msg.stream
+        if stream is not None:
+            stream.queued()
         origin = q.origin
         if origin is not None and (
             origin.kind == "endpoint" or (toward is not None and toward.kind != "endpoint")
@@ -635,6 +657,9 @@ class Forwarder:
             assert q.origin is not None
             q.origin.backlog -= 1
             self.credit_dirty.add(q.origin)
+        stream = q.msg.stream
+        if stream is not None:
+            stream.unqueued()
 
     def deliver(self, link: Link, msg: Message, fwd: Forward | None, origin: Link | None) -> None:
         queue = link.queue
@@ -652,6 +677,7 @@ class Forwarder:
             fwd.pending += 1
         if (
             not queue
+            and link.stream is None
             and lib.pn_link_credit(link.pn) > 0
             and not (link.conn.want_write and congested(link))
         ):
@@ -687,10 +713,17 @@ class Forwarder:
             lib.pn_link_send(p, data, len(data))
         else:
             lib.pn_link_send(p, ffi.from_buffer(data), len(data))
-        lib.pn_link_advance(p)
         link.delivered += 1
         if link.entry is not None:
             link.entry.egress += 1
+        if msg.stream is not None:
+            # The head of a message still arriving: the rest follows, then the advance.
+            if fwd is None or link.presettle:
+                link.presettled += 1
+            msg.stream.started(link, od, fwd)
+            self.touched.add(conn)
+            return
+        lib.pn_link_advance(p)
         if fwd is None:
             lib.pn_delivery_settle(od)
             link.presettled += 1
@@ -730,7 +763,7 @@ class Forwarder:
         p = link.pn
         if congested(link):
             return
-        while queue and lib.pn_link_credit(p) > 0:
+        while queue and lib.pn_link_credit(p) > 0 and link.stream is None:
             q = queue.popleft()
             self.unblock(q)
             self.send(link, q.msg, q.fwd)
@@ -761,6 +794,11 @@ class Forwarder:
                 row.rejected += 1
             else:
                 row.modified += 1
+        stream = link.stream
+        if stream is not None and stream.copy_finished(link, od):
+            # An outcome before the whole message went out: counted, and the copy aborted.
+            self.copy_done(fwd, state, od)
+            return
         if state == ACCEPTED:
             link.accepted += 1
             if fwd.pending == 1 and not fwd.outcome:
@@ -802,7 +840,11 @@ class Forwarder:
         link = fwd.in_link
         link.unsettled.pop(in_d, None)
         lib.pn_delivery_update(in_d, state)
-        lib.pn_delivery_settle(in_d)
+        stream = link.stream
+        if stream is None or stream.fwd is not fwd:
+            lib.pn_delivery_settle(in_d)
+        else:
+            stream.settle_later = True  # once the rest of it has arrived
         stats = self.stats
         age = self.now - fwd.arrived
         if age > 1.0:

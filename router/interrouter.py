@@ -27,6 +27,7 @@ from router.log import get_logger
 from router.network import ControlPlane, ProtocolError, Routes, Timers
 from router.pn import data_get, data_put, lib
 from router.sections import MessageFormatError, read_annotations, rewrite, scan
+from router.streaming import open_session
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -78,12 +79,12 @@ class Network:
             return
         # The connector side attaches every inter-router link.
         session = lib.pn_session(conn.pn)
-        lib.pn_session_open(session)
+        open_session(session, conn)
         self.attach(neighbor, session, CONTROL, incoming=True, priority=None)
         self.attach(neighbor, session, CONTROL, incoming=False, priority=None)
         for priority in range(PRIORITIES):
             session = lib.pn_session(conn.pn)
-            lib.pn_session_open(session)
+            open_session(session, conn)
             self.attach(neighbor, session, DATA, incoming=True, priority=priority)
             self.attach(neighbor, session, DATA, incoming=False, priority=priority)
 

@@ -30,6 +30,7 @@ from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule,
 from router.links import Link
 from router.log import get_logger
 from router.pn import cbytes, copy_condition, lib, set_condition, text
+from router.streaming import open_session
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -144,7 +145,7 @@ class LinkRouter:
         session = self.sessions.get(conn)
         if session is None:
             session = self.sessions[conn] = lib.pn_session(conn.pn)
-            lib.pn_session_open(session)
+            open_session(session, conn)
         name = cbytes(link.name)
         q = lib.pn_sender(session, name) if link.incoming else lib.pn_receiver(session, name)
         lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))

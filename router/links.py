@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from router.connection import Connection
     from router.forwarder import AddressEntry, Message
+    from router.streaming import Stream
     from router.telemetry.flows import FlowCounters
 
 
@@ -84,6 +85,7 @@ class Link:
         "queue",
         "rejected",
         "released",
+        "stream",
         "tag",
         "unsettled",
         "waiting",
@@ -107,6 +109,8 @@ class Link:
         # only issued for what is left of `capacity`, which bounds router memory per sender.
         self.backlog = 0
         self.partial: bytearray | None = None
+        # the large delivery this link is streaming in or out (router/streaming.py)
+        self.stream: Stream | None = None
         # outgoing: the consumer asked for snd-settle-mode settled (at most once)
         self.presettle = False
         # outgoing: deliveries waiting for credit, and tag counter

@@ -347,6 +347,71 @@ def scan(buf: Buffer) -> Scan:
     return Scan(ma_start, ma_end, props_start, props_end, body_start)
 
 
+_APP_PROPERTIES = 4
+
+
+def scan_head(buf: Buffer) -> Scan | None:
+    """Scan the first bytes of a message that is still arriving: its Scan once `buf` holds every
+    section routing reads (header, delivery and message annotations, properties) and the start
+    of the next one, None while more bytes are needed.
+
+    The sections read are checked as `scan` checks them; what follows (application properties,
+    the body, the footer) is not looked at: it is forwarded as it arrives. `body_start` is where
+    the first of those sections starts, and the Scan's offsets are valid for any longer prefix
+    of the same message, so `rewrite` and the readers above work on `buf` as on the whole.
+    """
+    n = len(buf)
+    i = 0
+    last = -1
+    ma_start = ma_end = props_start = props_end = -1
+    try:
+        while True:
+            if i + 3 > n:
+                return None
+            if buf[i]:
+                raise MessageFormatError(
+                    f"expected a section at offset {i}, found constructor 0x{buf[i]:02x}"
+                )
+            if buf[i + 1] == 0x53:
+                code = buf[i + 2]
+                j = i + 3
+            else:
+                code, j = _descriptor(buf, i + 1)
+            rank = _RANK.get(code)
+            if rank is None:
+                raise MessageFormatError(f"unknown section descriptor {code:#x} at offset {i}")
+            if rank <= last:
+                raise MessageFormatError(f"section {code:#x} at offset {i} is out of order")
+            if rank >= _APP_PROPERTIES:
+                if ma_start < 0:
+                    ma_start = ma_end = i
+                return Scan(ma_start, ma_end, props_start, props_end, i)
+            if buf[j] not in _ALLOWED[rank]:  # type: ignore[operator]
+                raise MessageFormatError(
+                    f"section {code:#x} at offset {i} has a value of constructor 0x{buf[j]:02x}"
+                )
+            # Lists and maps only (and null): sized by their size field.
+            width = _WIDTH[buf[j]]
+            if width >= 0:
+                end = j + 1 + width
+            elif width == _V1:
+                end = j + 2 + buf[j + 1]
+            else:
+                end = j + 5 + _U32(buf, j + 1)[0]
+            if end > n:
+                return None
+            if ma_start < 0 and rank >= _MESSAGE_ANN:
+                ma_start = i
+                ma_end = end if rank == _MESSAGE_ANN else i
+            if rank == _PROPERTIES:
+                props_start = i
+                props_end = end
+            last = rank
+            i = end
+    except _OUT_OF_BOUNDS:
+        return None
+
+
 def _decode_str(ma: bytes, i: int, end: int, what: str) -> str | None:
     """Decode a str/sym value at `i` (ending by `end`) in an MA copy, None for any other type."""
     c = ma[i]

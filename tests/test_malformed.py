@@ -302,7 +302,9 @@ def test_frame_within_max_frame_size_is_accepted(
     data = AMQP_HEADER + open_frame() + small + performative(CLOSE, [])
     answer, closed = exchange(router, data, bystander.pump, listener=1)
     assert closed  # after our close
-    performatives = decode_frames(answer)
+    # The router's session may follow its begin with a flow (its session window: streaming of
+    # large messages bounds it, router/streaming.py).
+    performatives = [p for p in decode_frames(answer) if p.descriptor != FLOW]
     assert [p.descriptor for p in performatives] == [OPEN, BEGIN, CLOSE]
     assert performatives[0].value[2] == SMALL_MAX_FRAME  # the router's max-frame-size
     assert performatives[-1].value in ([], [None])  # a clean close, no error

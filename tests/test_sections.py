@@ -777,3 +777,31 @@ def test_rewrite_stamps_a_sample() -> None:
     other.annotations = {symbol("x-opt-routernet.other"): 1}
     data = other.encode()
     assert read_annotations(data, scan(data)).present  # unknown x-opt-routernet.* keys too
+
+
+def test_scan_head_finds_what_routing_reads_in_a_prefix() -> None:
+    from proton import Message
+
+    from router.sections import get_to, read_annotations, scan, scan_head
+
+    m = Message(
+        body=b"x" * 100_000,
+        address="big",
+        annotations={"x-opt-qd.trace": ["0/A"], "k": 1},
+        properties={"a": 1},
+    )
+    data = m.encode()
+    whole = scan(data)
+    assert scan_head(data[: whole.ma_end]) is None  # properties not there yet
+    head = scan_head(data[:1000])
+    assert head is not None
+    assert (head.ma_start, head.ma_end, head.props_start, head.props_end) == (
+        whole.ma_start,
+        whole.ma_end,
+        whole.props_start,
+        whole.props_end,
+    )
+    assert get_to(data[:1000], head) == "big"
+    assert read_annotations(data[:1000], head).trace == ["0/A"]
+    with pytest.raises(MessageFormatError):
+        scan_head(b"\x01" + data[1:1000])

@@ -1,0 +1,194 @@
+"""Large messages are forwarded as they arrive (router/streaming.py), never held whole.
+
+A router that collected a message before forwarding it would grow by the message's size: the
+tests sample every router's RSS from /proc while a message several times larger than the bound
+crosses, so they fail if any router holds it whole. They also check that the bytes arrive
+unchanged, that an abort half way is passed on to the consumer, that a consumer that stops
+reading holds the sender back rather than growing the router, and that the memory a burst took
+is given back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import ACCEPTED, World
+from harness import RouterNetwork, RouterProcess
+from proton import Message
+
+pytestmark = pytest.mark.network
+
+MiB = 1024 * 1024
+CHAIN = [("A", "B", 1), ("B", "C", 1)]
+# What a router may grow by while a message far larger crosses it: its streaming window per
+# copy, Proton's buffers for the frames in flight, and the allocator's slack.
+RSS_BOUND = 32 * MiB
+# How close to its idle RSS a router comes back once a burst is over.
+RSS_AFTER = 8 * MiB
+
+
+def big_body(size: int, seed: int) -> bytes:
+    """Reproducible bytes no two offsets of which look alike at the scale of a frame."""
+    block = b"".join(hashlib.sha256(f"{seed}-{i}".encode()).digest() for i in range(2048))
+    return (block * (size // len(block) + 1))[:size]
+
+
+def sample(routers: dict[str, RouterProcess], peak: dict[str, int]) -> None:
+    for name, router in routers.items():
+        peak[name] = max(peak[name], router.rss_bytes())
+
+
+def run_sampling(
+    world: World,
+    routers: dict[str, RouterProcess],
+    peak: dict[str, int],
+    until: Any,
+    timeout: float,
+    what: str,
+) -> None:
+    deadline = time.monotonic() + timeout
+    next_sample = 0.0
+    while not until():
+        now = time.monotonic()
+        assert now < deadline, f"timed out after {timeout}s waiting for {what}"
+        world.step()
+        if now >= next_sample:
+            sample(routers, peak)
+            next_sample = now + 0.02
+    sample(routers, peak)
+
+
+def test_100_MiB_through_a_chain_arrives_intact_and_no_router_holds_it(
+    tmp_path: Path, world: World
+) -> None:
+    body = big_body(100 * MiB, 1)
+    with RouterNetwork(tmp_path, world, CHAIN) as net:
+        routers = {n: net[n] for n in ("A", "B", "C")}
+        receiver = world.connect(net.url("C")).receiver("big", credit=5)
+        net.wait_address("big", {"C"})
+        sender = world.connect(net.url("A")).sender("big")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        world.run_for(0.3)
+        idle = {n: r.rss_bytes() for n, r in routers.items()}
+        peak = dict(idle)
+
+        tracked = sender.send(Message(body=body, properties={"n": 1}))
+        run_sampling(
+            world, routers, peak, lambda: tracked.settled, timeout=120, what="the 100 MiB message"
+        )
+        # Then a small one on the same links: nothing was left half done.
+        after = sender.send(Message(body=b"after"))
+        world.run_until(lambda: after.settled, what="the small message after it")
+        world.run_for(1.0)  # housekeeping gives memory back after a burst
+        settled = {n: r.rss_bytes() for n, r in routers.items()}
+        assert net.alive() == ["A", "B", "C"]
+
+    assert tracked.state == ACCEPTED and after.state == ACCEPTED
+    assert len(receiver.messages) == 2
+    got = receiver.messages[0]
+    assert got.properties == {"n": 1}
+    assert len(got.body) == len(body)
+    assert hashlib.sha256(got.body).digest() == hashlib.sha256(body).digest()
+    assert receiver.messages[1].body == b"after"
+    for name in routers:
+        assert peak[name] - idle[name] < RSS_BOUND, (name, idle[name], peak[name])
+        assert settled[name] - idle[name] < RSS_AFTER, (name, idle[name], settled[name])
+
+
+def test_abort_mid_stream_is_passed_on_through_a_chain(tmp_path: Path, world: World) -> None:
+    """The sender aborts a 64 MiB delivery after 8 MiB, while C's consumer is already
+    receiving it: the consumer sees the abort (no message), the routers carry on."""
+    data = Message(body=big_body(64 * MiB, 2)).encode()
+    with RouterNetwork(tmp_path, world, CHAIN) as net:
+        receiver = world.connect(net.url("C")).receiver("cut", credit=5)
+        aborted: list[int] = []
+        receiver.on_aborted = lambda event: aborted.append(event.delivery.pending)  # type: ignore[method-assign]
+        net.wait_address("cut", {"C"})
+        client = world.connect(net.url("A"))
+        sender = client.sender("cut")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+
+        partial = sender.link.delivery("partial")
+        sender.link.send(data[: 8 * MiB])  # not advanced: the delivery stays open
+
+        def arriving() -> int:
+            current = receiver.link.current
+            return 0 if current is None else current.pending
+
+        # Streamed: the consumer on C gets the first megabytes before the message is whole.
+        world.run_until(lambda: arriving() > 2 * MiB, timeout=30, what="the head to reach C")
+        partial.abort()
+        world.run_until(lambda: bool(aborted), timeout=30, what="the abort to reach C")
+
+        tracked = sender.send(Message(body=b"after the abort"))
+        world.run_until(lambda: tracked.settled, timeout=30, what="the next message")
+        assert net.alive() == ["A", "B", "C"]
+
+    assert tracked.state == ACCEPTED
+    assert receiver.bodies == [b"after the abort"]
+
+
+def test_consumer_that_stops_reading_holds_the_sender_back(tmp_path: Path, world: World) -> None:
+    """The consumer's process stops reading its socket while a 64 MiB message is on its way:
+    the router stops reading the sender (session window) instead of growing, and the message
+    arrives whole once the consumer reads again."""
+    body = big_body(64 * MiB, 3)
+    stuck = World()  # the consumer's own loop, stepped only to attach and at the end
+    try:
+        with RouterProcess(tmp_path) as router:
+            consumer = stuck.connect(router.url).receiver("slow", credit=5)
+            stuck.run_for(0.2)  # the credit reaches the router; from here on nothing is read
+            client = world.connect(router.url)
+            sender = client.sender("slow")
+            world.run_until(lambda: sender.credit > 0, what="credit")
+            world.run_for(0.2)
+            idle = router.rss_bytes()
+            peak = {"R1": idle}
+            tracked = sender.send(Message(body=body))
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                world.step()
+                sample({"R1": router}, peak)
+            # The sender could not get rid of its message: the router stopped taking it.
+            unsent = client.conn.transport.pending() + tracked.delivery.pending
+            assert unsent > 16 * MiB, unsent
+            assert peak["R1"] - idle < RSS_BOUND, (idle, peak)
+
+            deadline = time.monotonic() + 60
+            while not tracked.settled and time.monotonic() < deadline:
+                stuck.step()
+                world.step()
+            assert tracked.settled and tracked.state == ACCEPTED
+            assert router.alive()
+    finally:
+        stuck.close()
+    assert len(consumer.messages) == 1
+    assert hashlib.sha256(consumer.messages[0].body).digest() == hashlib.sha256(body).digest()
+
+
+def test_multicast_copies_of_a_large_message_each_arrive_intact(
+    tmp_path: Path, world: World
+) -> None:
+    body = big_body(20 * MiB, 4)
+    addresses = [{"prefix": "fan", "distribution": "multicast"}]
+    with RouterProcess(tmp_path, addresses=addresses) as router:
+        receivers = [world.connect(router.url).receiver("fan", credit=5) for _ in range(3)]
+        sender = world.connect(router.url).sender("fan")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        idle = router.rss_bytes()
+        peak = {"R1": idle}
+        tracked = sender.send(Message(body=body))
+        run_sampling(
+            world, {"R1": router}, peak, lambda: tracked.settled, timeout=60, what="the copies"
+        )
+        world.run_until(lambda: all(r.messages for r in receivers), what="every copy")
+        assert router.alive()
+
+    assert tracked.state == ACCEPTED
+    digest = hashlib.sha256(body).digest()
+    assert [hashlib.sha256(r.messages[0].body).digest() for r in receivers] == [digest] * 3
+    assert peak["R1"] - idle < RSS_BOUND, (idle, peak)
