@@ -114,6 +114,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     args = parser(prog).parse_args(argv)
     say = (lambda _: None) if getattr(args, "quiet", False) else _progress(prog)
     try:
+        if args.command != "generate":
+            from pipeline.session import find_java
+
+            find_java()  # before any progress line: no Java is one line
         return _run(args, say)
     except PipelineError as err:
         print(f"{prog}: {err}", file=sys.stderr)
@@ -200,3 +204,26 @@ def run_analyze(
         f" wrote {output}"
     )
     return 0
+
+
+def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:
+    """`routernet analyze`: analyze `<state-dir>/telemetry/`, the collector's dataset of the
+    local network, into `<state-dir>/analysis/` unless --output says otherwise."""
+    args.raw = False
+    args.no_plots = False
+    args.quiet = False
+    say = _progress(prog)
+    try:
+        from pipeline.session import find_java
+
+        find_java()
+        return run_analyze(
+            args.state_dir / "telemetry",
+            _range(args),
+            args.output or args.state_dir / "analysis",
+            args,
+            say,
+        )
+    except PipelineError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2

@@ -140,7 +140,7 @@ def compact(
     closed = [p for p in partitions(dataset, "flow") if p.hour + timedelta(hours=1) + grace <= now]
     stale = [p for p in closed if _stored(hour_dir(dataset, p.hour)) != signature(p)]
     if stale:
-        raw = read(spark, stale, "flow", TimeRange(), COLUMNS).withColumns(
+        raw = read(spark, stale, "flow", TimeRange(), (*COLUMNS, "window_start")).withColumns(
             {
                 "date": F.date_format("window_start", "yyyy-MM-dd"),
                 "hour": F.date_format("window_start", "HH"),
