@@ -105,9 +105,10 @@ def _range(args: argparse.Namespace) -> object:
 
 
 def _session(args: argparse.Namespace, app: str):  # type: ignore[no-untyped-def]
-    from pipeline.session import DEFAULT_MASTER, spark_session
+    from pipeline.session import spark_session
 
-    return spark_session(args.master or DEFAULT_MASTER, app, progress=not args.quiet)
+    # No --master: local[*], or under spark-submit the master it was given.
+    return spark_session(args.master, app, progress=not args.quiet)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

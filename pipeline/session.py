@@ -40,7 +40,7 @@ def find_java() -> str:
 
 
 def spark_session(
-    master: str = DEFAULT_MASTER,
+    master: str | None = DEFAULT_MASTER,
     app: str = "routernet-pipeline",
     *,
     shuffle_partitions: int | None = None,
@@ -56,11 +56,16 @@ def spark_session(
     find_java()
     from pyspark.sql import SparkSession
 
+    # Under spark-submit (its gateway is already up) the master is spark-submit's.
+    submitted = master is None and "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not submitted:
+        master = DEFAULT_MASTER
     if shuffle_partitions is None:
-        shuffle_partitions = 2 * (os.cpu_count() or 1) if master.startswith("local") else 8
+        local = master is not None and master.startswith("local")
+        shuffle_partitions = 2 * (os.cpu_count() or 1) if local else 8
+    builder = SparkSession.builder if submitted else SparkSession.builder.master(master or "")
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
+        builder.appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true" if progress else "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
