@@ -29,8 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument(
         "--suite",
-        choices=(*SUITES, "all"),
-        help="which benchmark to run (default: all; one-router with --via broker)",
+        choices=(*SUITES, "pipeline", "all"),
+        help="which benchmark to run (default: all; one-router with --via broker); pipeline"
+        " (Spark analyze over 10M records against DuckDB, bench/pipeline.py) runs only when named",
     )
     p.add_argument("--count", type=int, help=f"messages per throughput run ({DEFAULT_COUNT:,})")
     p.add_argument(
@@ -92,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         # The file says which benchmark it holds.
         sys.stdout.write(_markdown(json.loads(args.output.read_text())))
         return 0
+    if args.suite == "pipeline":
+        from bench import pipeline
+
+        return pipeline.main()
     suite = args.suite or ("one-router" if args.via == "broker" else "all")
     if args.via == "broker" and suite != "one-router":
         parser.error("--via broker applies to the one-router suite only")

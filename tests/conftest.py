@@ -16,3 +16,14 @@ def world() -> Iterator[World]:
         yield w
     finally:
         w.close()
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One SparkSession per pytest-xdist worker for the pipeline tests: local[2], few shuffle
+    partitions, no UI, no progress bar. pyspark is imported only when a test asks for it."""
+    from pipeline.session import spark_session
+
+    session = spark_session("local[2]", "routernet-tests", shuffle_partitions=2, progress=False)
+    yield session
+    session.stop()

@@ -3,6 +3,7 @@
     routernet up [--watch] [--no-collector] FILE|DIR...   start it, or apply the files' changes
     routernet status [--json]            routers, endpoints, connections, addresses, collectors
     routernet down                       stop every router, then the collectors
+    routernet analyze [--output DIR]     Spark analysis of the network's telemetry (pipeline/)
 
 Exit codes: 0 fine; 1 a router failed to start or stop, or (status) is not running; 2 invalid
 files or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state,
@@ -91,6 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="wait this long after SIGTERM before SIGKILL (default: %(default)s)",
     )
+    analyze = commands.add_parser(
+        "analyze",
+        parents=[common],
+        help="analyze the telemetry the collector wrote under <state-dir>/telemetry/ (Spark)",
+    )
+    analyze.add_argument("--output", type=Path, metavar="DIR", help="default <state-dir>/analysis")
+    analyze.add_argument("--from", dest="start", metavar="ISO")
+    analyze.add_argument("--to", dest="end", metavar="ISO")
+    analyze.add_argument("--master", default=None, help="Spark master (default local[*])")
     return parser
 
 
@@ -101,6 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.watch:
                 return watch(args.state_dir, args.files, args.collector)
             return up(args)
+        if args.command == "analyze":
+            # Imported here: the pipeline (and pyspark) cost `up`/`status`/`down` nothing.
+            from pipeline.cli import analyze_state_dir
+
+            return analyze_state_dir(args, PROG)
         if args.command == "status":
             return show_status(args.state_dir, args.json)
         return down(args.state_dir, args.timeout)

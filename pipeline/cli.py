@@ -1,0 +1,230 @@
+"""`python -m pipeline`: the pipeline's commands.
+
+    analyze DATASET [--from ISO] [--to ISO] [--output DIR] [--master URL]
+    compact DATASET                   roll closed hours and days up (rollup.py)
+    recommend DATASET [--target MSGS_PER_S] [--output DIR]
+    stream DATASET --output DIR [--once]
+    generate DATASET [--rows N] [--hours H] [--seed S]
+
+Exit codes: 0 fine, 2 bad input (dataset, range, usage, no Java) with one line on stderr.
+pyspark is imported only inside the commands that start Spark, so importing this module (as
+`routernet analyze` does) costs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from pipeline import PipelineError
+
+PROG = "pipeline"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def add_spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master: local[*] (default), local[N], spark://HOST:PORT; under"
+        " spark-submit, the one it was given",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines or progress bar")
+
+
+def add_range_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="start", metavar="ISO", help="first window start (UTC default)")
+    p.add_argument("--to", dest="end", metavar="ISO", help="end of the range, exclusive")
+
+
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Analyze Routernet telemetry with Spark.")
+    commands = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    analyze = commands.add_parser(
+        "analyze", help="tables, summary.json, plots and an HTML report for a time range"
+    )
+    analyze.add_argument("dataset", type=Path, help="the collector's dataset directory")
+    add_range_options(analyze)
+    analyze.add_argument("--output", type=Path, default=Path("analysis"), metavar="DIR")
+    analyze.add_argument(
+        "--raw", action="store_true", help="ignore rollups: read every raw record (slower)"
+    )
+    analyze.add_argument("--no-plots", action="store_true", help="tables and summary only")
+    add_spark_options(analyze)
+    compact = commands.add_parser("compact", help="roll closed hours and days up, once each")
+    compact.add_argument("dataset", type=Path)
+    add_spark_options(compact)
+    recommend = commands.add_parser(
+        "recommend", help="replicas per Router and connection costs, as JSON and a YAML patch"
+    )
+    recommend.add_argument("dataset", type=Path)
+    add_range_options(recommend)
+    recommend.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        metavar="MSGS_PER_S",
+        help="messages/s in that one router should carry at peak (default 5000)",
+    )
+    recommend.add_argument("--namespace", default=None, help="metadata.namespace of the patch")
+    recommend.add_argument("--output", type=Path, default=Path("recommendation"), metavar="DIR")
+    add_spark_options(recommend)
+    stream = commands.add_parser(
+        "stream", help="keep per-router load and recommendations current (Structured Streaming)"
+    )
+    stream.add_argument("dataset", type=Path)
+    stream.add_argument("--output", type=Path, required=True, metavar="DIR")
+    stream.add_argument("--once", action="store_true", help="process what is there now, then stop")
+    stream.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
+    stream.add_argument("--target", type=float, default=None, metavar="MSGS_PER_S")
+    add_spark_options(stream)
+    generate = commands.add_parser("generate", help="write synthetic telemetry")
+    generate.add_argument("dataset", type=Path)
+    generate.add_argument("--rows", type=int, default=100_000, help="flow records")
+    generate.add_argument("--hours", type=int, default=24)
+    generate.add_argument("--start", metavar="ISO", help="first hour (UTC)")
+    generate.add_argument("--seed", type=int, default=1)
+    return p
+
+
+def _range(args: argparse.Namespace) -> object:
+    from pipeline.dataset import TimeRange, parse_time
+
+    start = parse_time(args.start, "--from") if args.start else None
+    end = parse_time(args.end, "--to") if args.end else None
+    return TimeRange(start, end)
+
+
+def _session(args: argparse.Namespace, app: str):  # type: ignore[no-untyped-def]
+    from pipeline.session import spark_session
+
+    # No --master: local[*], or under spark-submit the master it was given.
+    return spark_session(args.master, app, progress=not args.quiet)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = parser(prog).parse_args(argv)
+    say = (lambda _: None) if getattr(args, "quiet", False) else _progress(prog)
+    try:
+        if args.command != "generate":
+            from pipeline.session import find_java
+
+            find_java()  # before any progress line: no Java is one line
+        return _run(args, say)
+    except PipelineError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _progress(prog: str):  # type: ignore[no-untyped-def]
+    started = time.monotonic()
+
+    def say(step: str) -> None:
+        print(f"{prog}: [{time.monotonic() - started:6.1f}s] {step}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _run(args: argparse.Namespace, say) -> int:  # type: ignore[no-untyped-def]
+    if args.command == "generate":
+        from pipeline.dataset import parse_time
+        from pipeline.synthetic import DEFAULT_START, Spec, generate
+
+        start = parse_time(args.start, "--start") if args.start else DEFAULT_START
+        start = start.replace(minute=0, second=0, microsecond=0)
+        spec = Spec(flow_rows=args.rows, hours=args.hours, start=start, seed=args.seed)
+        written = generate(args.dataset, spec)
+        print(f"wrote {written['flow']:,} flow and {written['router']:,} router records")
+        return 0
+    if args.command == "analyze":
+        return run_analyze(
+            args.dataset,
+            _range(args),  # type: ignore[arg-type]
+            args.output,
+            args,
+            say,
+        )
+    if args.command == "compact":
+        from pipeline.dataset import TimeRange, check_dataset
+        from pipeline.rollup import compact
+
+        check_dataset(args.dataset, TimeRange())
+        spark = _session(args, "routernet-compact")
+        say("compacting closed hours and days")
+        done = compact(spark, args.dataset)
+        print(f"rolled up {done['hours']} hours and {done['days']} days")
+        return 0
+    if args.command == "recommend":
+        from pipeline.recommend import run_recommend
+
+        return run_recommend(args, _range(args), say)
+    if args.command == "stream":
+        from pipeline.stream import run_stream
+
+        return run_stream(args, say)
+    raise AssertionError(args.command)
+
+
+def run_analyze(
+    dataset: Path,
+    time_range,  # type: ignore[no-untyped-def]
+    output: Path,
+    args: argparse.Namespace,
+    say,  # type: ignore[no-untyped-def]
+) -> int:
+    """analyze's body, shared with `routernet analyze`."""
+    from pipeline.analyze import analyze, write
+    from pipeline.dataset import check_dataset
+
+    check_dataset(dataset, time_range)  # before a JVM starts
+    say("starting Spark")
+    spark = _session(args, "routernet-analyze")
+    result = analyze(spark, dataset, time_range, use_rollups=not args.raw, progress=say)
+    written = write(result, output)
+    if not getattr(args, "no_plots", False):
+        from pipeline.report import write_report
+
+        say("plots and report")
+        written += write_report(result, output)
+    s = result.summary
+    print(
+        f"analyzed {s['flow_records']:,} flow records ({s['deliveries']:,} deliveries,"
+        f" {s['addresses']:,} addresses, {len(s['routers'])} routers) in {s['seconds']:.1f} s;"
+        f" wrote {output}"
+    )
+    return 0
+
+
+def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:
+    """`routernet analyze`: analyze `<state-dir>/telemetry/`, the collector's dataset of the
+    local network, into `<state-dir>/analysis/` unless --output says otherwise."""
+    args.raw = False
+    args.no_plots = False
+    args.quiet = False
+    say = _progress(prog)
+    try:
+        from pipeline.session import find_java
+
+        find_java()
+        return run_analyze(
+            args.state_dir / "telemetry",
+            _range(args),
+            args.output or args.state_dir / "analysis",
+            args,
+            say,
+        )
+    except PipelineError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2

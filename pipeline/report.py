@@ -1,0 +1,127 @@
+"""report.html: the summary, the top of each table and the plots in one self-contained file
+(PNGs embedded as base64), to mail or open anywhere."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline import plots
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pipeline.analyze import Result
+
+ROWS = 15
+
+
+def write_report(result: Result, output: Path) -> list[Path]:
+    """plots/*.png and report.html under `output`; the paths written."""
+    directory = output / "plots"
+    directory.mkdir(parents=True, exist_ok=True)
+    t = result.tables
+    images = [
+        plots.heat_map(t["paths"], directory),
+        plots.load_over_time(t["load_per_minute"], directory),
+        plots.latency(t["address_stats"], directory),
+    ]
+    report = output / "report.html"
+    report.write_text(render(result, images))
+    return [*images, report]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return html.escape(str(value))
+
+
+def _table(table: pa.Table, columns: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_fmt(row[c])}</td>" for c in columns) + "</tr>"
+        for row in table.select(columns).slice(0, ROWS).to_pylist()
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render(result: Result, images: list[Path]) -> str:
+    s, t = result.summary, result.tables
+    rate = s["undeliverable_rate"]
+    released = s["released_rate"]
+    facts = [
+        ("range", f"{s['range']['from'] or 'start'} .. {s['range']['to'] or 'end'}"),
+        ("flow records", _fmt(s["flow_records"])),
+        ("deliveries", _fmt(s["deliveries"])),
+        ("undeliverable", f"{_fmt(s['undeliverable'])} ({rate:.2%})" if rate is not None else "-"),
+        ("released", f"{_fmt(s['released'])} ({released:.2%})" if released is not None else "-"),
+        ("addresses", _fmt(s["addresses"])),
+        ("read from", ", ".join(f"{k} {v}" for k, v in s.get("sources", {}).items())),
+    ]
+    pngs = "".join(
+        f'<figure><img alt="{p.stem}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.read_bytes()).decode()}"></figure>'
+        for p in images
+    )
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>Routernet traffic report</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:100%}}</style>
+</head><body><h1>Routernet traffic report</h1>
+<table>{"".join(f"<tr><th>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in facts)}</table>
+{pngs}
+<h2>Hottest addresses</h2>
+{
+        _table(
+            t["address_stats"],
+            [
+                "address",
+                "deliveries",
+                "bytes",
+                "released_rate",
+                "undeliverable_rate",
+                "imbalance",
+                "latency_p50_us",
+                "latency_p95_us",
+                "latency_p99_us",
+            ],
+        )
+    }
+<h2>Hottest paths</h2>
+{
+        _table(
+            t["paths"],
+            [
+                "ingress_router",
+                "egress_router",
+                "deliveries",
+                "bytes",
+                "latency_p50_us",
+                "latency_p95_us",
+            ],
+        )
+    }
+<h2>Router load (messages/s)</h2>
+{
+        _table(
+            t["router_load"],
+            [
+                "router",
+                "mode",
+                "minutes",
+                "in_p50_per_s",
+                "in_p95_per_s",
+                "in_max_per_s",
+                "out_p50_per_s",
+                "out_p95_per_s",
+                "out_max_per_s",
+            ],
+        )
+    }
+</body></html>
+"""
