@@ -74,11 +74,9 @@ def address_stats(totals: DataFrame) -> DataFrame:
             "egress_routers",
             F.when(total > 0, F.col("undeliverable") / total).alias("undeliverable_rate"),
             F.when(total > 0, F.col("released") / total).alias("released_rate"),
-            (F.col("top_egress") / F.col("all_egress")).alias("max_egress_share"),
-            (F.col("top_egress") / F.col("all_egress") * F.col("egress_routers")).alias(
-                "imbalance"
-            ),
-            (F.col("latency_sum_us") / F.col("latency_samples")).alias("latency_mean_us"),
+            F.try_divide("top_egress", "all_egress").alias("max_egress_share"),
+            (F.try_divide("top_egress", "all_egress") * F.col("egress_routers")).alias("imbalance"),
+            F.try_divide("latency_sum_us", "latency_samples").alias("latency_mean_us"),
             quantile("latency_hist", 0.5).alias("latency_p50_us"),
             quantile("latency_hist", 0.95).alias("latency_p95_us"),
             quantile("latency_hist", 0.99).alias("latency_p99_us"),

@@ -18,9 +18,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from pipeline import PipelineError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PROG = "pipeline"
 
@@ -192,19 +195,64 @@ def run_analyze(
     say("starting Spark")
     spark = _session(args, "routernet-analyze")
     result = analyze(spark, dataset, time_range, use_rollups=not args.raw, progress=say)
-    written = write(result, output)
+    write(result, output)
+    shown: list[Path] = []
     if not getattr(args, "no_plots", False):
         from pipeline.report import write_report
 
         say("plots and report")
-        written += write_report(result, output)
+        shown = write_report(result, output)
     s = result.summary
     print(
         f"analyzed {s['flow_records']:,} flow records ({s['deliveries']:,} deliveries,"
         f" {s['addresses']:,} addresses, {len(s['routers'])} routers) in {s['seconds']:.1f} s;"
         f" wrote {output}"
     )
+    matrix = result.tables["traffic_matrix"]
+    print(f"\ntraffic matrix{' (busiest first)' if matrix.num_rows > MATRIX_SHOWN else ''}:")
+    print(matrix_table(matrix))
+    for path in shown:
+        print(f"{'report' if path.suffix == '.html' else 'plot'}: {path}")
     return 0
+
+
+MATRIX_SHOWN = 20
+MATRIX_COLUMNS = (
+    "ingress_router",
+    "egress_router",
+    "address",
+    "deliveries",
+    "bytes",
+    "accepted",
+    "released",
+    "rejected",
+    "modified",
+)
+
+
+def matrix_table(table: pa.Table) -> str:
+    """The traffic matrix as an aligned text table, busiest paths first; egress '-' is what
+    reached no consumer."""
+    rows = sorted(
+        table.select(list(MATRIX_COLUMNS)).to_pylist(),
+        key=lambda r: (-r["deliveries"], r["address"]),
+    )[:MATRIX_SHOWN]
+    cells = [[c.upper().replace("_ROUTER", "") for c in MATRIX_COLUMNS]] + [
+        [
+            "-" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], int) else str(r[c])
+            for c in MATRIX_COLUMNS
+        ]
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(MATRIX_COLUMNS))]
+    numeric = [i >= 3 for i in range(len(MATRIX_COLUMNS))]
+    return "\n".join(
+        "  ".join(
+            cell.rjust(w) if num else cell.ljust(w)
+            for cell, w, num in zip(row, widths, numeric, strict=True)
+        ).rstrip()
+        for row in cells
+    )
 
 
 def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:

@@ -58,7 +58,7 @@ def paths(totals: DataFrame) -> DataFrame:
         "bytes",
         "addresses",
         "latency_samples",
-        (F.col("latency_sum_us") / F.col("latency_samples")).alias("latency_mean_us"),
+        F.try_divide("latency_sum_us", "latency_samples").alias("latency_mean_us"),
         quantile("latency_hist", 0.5).alias("latency_p50_us"),
         quantile("latency_hist", 0.95).alias("latency_p95_us"),
         quantile("latency_hist", 0.99).alias("latency_p99_us"),
