@@ -237,9 +237,14 @@ class Router:
             for config_source in self.config_sources:
                 config_source.start(self)
             self.loop(lambda: not self.stop_signals)
+            if self.telemetry is not None:
+                # The window so far goes out while the network is whole: when every router
+                # stops at once (`routernet down`, a deleted namespace), a flush after the drain
+                # would find the routers between this one and the collector gone.
+                self.telemetry.flush()
             drain.run(self)  # router/drain.py: no new links or credit, held deliveries settle
             if self.telemetry is not None:
-                self.telemetry.flush()  # the last window goes out with the connections' close
+                self.telemetry.flush()  # what the drain forwarded, with the connections' close
             self.stopping = True
             self.shutdown()
         finally:

@@ -7,7 +7,13 @@ from typing import Any
 
 from router.telemetry.flows import Flows, window_bounds
 from router.telemetry.sampling import Sampler
-from router.telemetry.schema import LATENCY_BOUNDS_US, columns, decode_batch, encode_batch
+from router.telemetry.schema import (
+    LATENCY_BOUNDS_US,
+    TELEMETRY_ADDRESS,
+    columns,
+    decode_batch,
+    encode_batch,
+)
 
 
 def rows(records: list[tuple[Any, ...]] | None) -> list[dict[str, Any]]:
@@ -118,3 +124,13 @@ def test_one_message_in_n_is_sampled() -> None:
     assert all(every.due() for _ in range(5))
     never = Sampler(0)
     assert not any(never.due() for _ in range(500))
+
+
+def test_records_about_records_are_not_reported() -> None:
+    """Telemetry reaching the collector is traffic too; reported, every window would carry
+    a row about the last one's records, and an idle network would never go quiet."""
+    flows = Flows("R", "r-1", 10, now=1000.0)
+    flows.row(TELEMETRY_ADDRESS, "R", True).deliveries += 3
+    flows.row("orders", "R", True).deliveries += 2
+    records = flows.flush(1005.0)
+    assert [r[columns("flow").index("address")] for r in records] == ["orders"]

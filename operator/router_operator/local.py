@@ -683,7 +683,12 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
         if (state_dir / "pids").is_dir():
             pods |= {p.stem for p in (state_dir / "pids").glob("*.pid")}
         stopped = sorted(pod for pod in pods if running_pid(state_dir, pod) is not None)
-        killed = stop_pods(state_dir, sorted(pods), timeout)
+        # The routers collectors receive from go last: every router sends its window so far
+        # as it starts to drain, and a collector's own router, draining too, would withdraw
+        # the collector's address from the network before the others' records got there.
+        last = {record.get("router") for record in state.collectors.values()} & pods
+        killed = stop_pods(state_dir, sorted(pods - last), timeout)
+        killed += stop_pods(state_dir, sorted(last), timeout)
         networks = local_collector.known_networks(state_dir, state.collectors)
         collectors = [n for n in networks if local_collector.running_pid(state_dir, n)]
         local_collector.stop(state_dir, networks)

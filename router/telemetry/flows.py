@@ -19,7 +19,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from router.telemetry.schema import LATENCY_BUCKETS, SCHEMA_VERSION, latency_bucket
+from router.telemetry.schema import (
+    LATENCY_BUCKETS,
+    SCHEMA_VERSION,
+    TELEMETRY_ADDRESS,
+    latency_bucket,
+)
 
 DEFAULT_WINDOW_SECONDS = 10.0
 DEFAULT_SAMPLE_EVERY = 100
@@ -172,6 +177,8 @@ class Flows:
         records: list[tuple[Any, ...]] = []
         idle: list[tuple[str, str, bool]] = []
         for key, row in list(self.rows.items()):
+            if key[0] == TELEMETRY_ADDRESS:
+                continue  # records about records: every window would report the last one's
             counts, sum_us, hist = now_reading = row.reading()
             before = self.last.get(key)
             if before is not None:
