@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proton import Message
+from proton import Message, Timeout
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection
 
@@ -31,6 +31,8 @@ TIMEOUT = 10.0
 STATE_DIR = ".routernet-run"
 SERVICE_ADDRESS = "requests.echo"
 READINGS_ADDRESS = "sensors.kitchen.temperature"
+ORDERS_ADDRESS = "orders.eu"
+ORDERS = 100  # from each edge
 
 
 def routernet(*args: str) -> None:
@@ -135,6 +137,68 @@ def multicast(
             conn.close()
 
 
+def consume_orders(
+    router: dict[str, Any],
+    got: list[int],
+    index: int,
+    ready: threading.Event,
+    done: threading.Event,
+) -> None:
+    """Accepts ORDERS_ADDRESS messages on `router` until `done`; the connection is this
+    thread's own, opened and closed here (as the echo service's)."""
+    conn = BlockingConnection(url(router), timeout=TIMEOUT)
+    try:
+        receiver = conn.create_receiver(ORDERS_ADDRESS)
+        ready.set()
+        while not done.is_set():
+            try:
+                receiver.receive(0.1)
+            except Timeout:
+                continue
+            receiver.accept()
+            got[index] += 1
+    finally:
+        conn.close()
+
+
+def orders(consumers: Sequence[dict[str, Any]], senders: Sequence[dict[str, Any]]) -> None:
+    """ORDERS from each sender's router to consumers on others, accepted (`orders` is
+    balanced): traffic for the matrix the pipeline prints at the end. The first sender is an
+    interior, which knows where the consumers are (an edge runs no link state)."""
+    print(
+        f"\nconsumers of {ORDERS_ADDRESS!r} on {', '.join(c['id'] for c in consumers)}; "
+        f"{ORDERS} orders from each of {', '.join(r['id'] for r in senders)}"
+    )
+    got = [0] * len(consumers)
+    done = threading.Event()
+    started = [threading.Event() for _ in consumers]
+    threads = [
+        threading.Thread(target=consume_orders, args=(c, got, i, started[i], done), daemon=True)
+        for i, c in enumerate(consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        if not all(ready.wait(TIMEOUT) for ready in started):
+            raise SystemExit("the order consumers did not attach")
+        wait_known(senders[0], ORDERS_ADDRESS, {c.get("uplink") or c["id"] for c in consumers})
+        for router in senders:
+            conn = BlockingConnection(url(router), timeout=TIMEOUT)
+            try:
+                sender = conn.create_sender(ORDERS_ADDRESS)
+                for i in range(ORDERS):
+                    sender.send(Message(body=f"order {i} from {router['id']}"))
+            finally:
+                conn.close()
+        wait_for("the orders to be consumed", lambda: sum(got) >= ORDERS * len(senders))
+        shares = zip(consumers, got, strict=True)
+        print("  " + ", ".join(f"{c['id']} accepted {n}" for c, n in shares))
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+
+
 def wait_for(what: str, check: Callable[[], Any]) -> Any:
     """Polls ``check`` until it returns something true, and returns that."""
     deadline = time.monotonic() + TIMEOUT
@@ -195,6 +259,7 @@ def traffic(state_dir: Path, show_status: Callable[[], None]) -> None:
     request_response(routers[edges[0]], routers[edges[-1]], routers)
     subscribers = [routers[edges[0]], routers[interiors[0]], routers[edges[-1]]]
     multicast(routers[interiors[-1]], subscribers, then=show_status)
+    orders([routers[interiors[0]], routers[edges[0]]], [routers[interiors[-1]], routers[edges[-1]]])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the stop
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         routernet("down", *state)
+    routernet("analyze", *state)
     return 0
 
 
