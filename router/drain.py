@@ -23,6 +23,10 @@ It waits until no delivery it holds is unsettled and none waits for a consumer's
 engine's `shutdown` releases whatever is left to its senders and closes every connection.
 Logs: ``router.draining`` (what it holds), ``router.drained`` (why the wait ended, what is left).
 
+Not withdrawn either: the telemetry address. A collector attached here keeps receiving the
+last windows the other routers send as they drain too (the whole network stopping at once);
+telemetry is pre-settled, so it never holds a drain up.
+
 Not withdrawn: transit paths through an interior (routers keep sending through it until it is
 gone; what is in flight then comes back to its senders released or modified), and a draining
 edge's consumers (its interior keeps routing to them until the edge leaves). Traffic through
@@ -35,6 +39,7 @@ import time
 from typing import TYPE_CHECKING
 
 from router.log import get_logger
+from router.telemetry.schema import TELEMETRY_ADDRESS
 
 if TYPE_CHECKING:
     from router.engine import Router
@@ -106,6 +111,7 @@ class Drain:
                     entry.key[0] == "M"
                     and consumers
                     and all(c.kind == "endpoint" for c in consumers)
+                    and entry.address != TELEMETRY_ADDRESS
                 ):
                     router.network.control.remove_local(entry.key)
                     withdrawn += 1

@@ -687,8 +687,10 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
         # as it starts to drain, and a collector's own router, draining too, would withdraw
         # the collector's address from the network before the others' records got there.
         last = {record.get("router") for record in state.collectors.values()} & pods
-        killed = stop_pods(state_dir, sorted(pods - last), timeout)
-        killed += stop_pods(state_dir, sorted(last), timeout)
+        killed = sorted(
+            stop_pods(state_dir, sorted(pods - last), timeout)
+            + stop_pods(state_dir, sorted(last), timeout)
+        )
         networks = local_collector.known_networks(state_dir, state.collectors)
         collectors = [n for n in networks if local_collector.running_pid(state_dir, n)]
         local_collector.stop(state_dir, networks)
