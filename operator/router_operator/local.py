@@ -39,7 +39,6 @@ import dataclasses
 import fcntl
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -55,6 +54,7 @@ from router_operator import local_collector
 from router_operator.local_collector import LocalCollector
 from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
 from router_operator.planner import PodPlan
+from router_operator.terminate import terminate
 
 DEFAULT_STATE_DIR = ".routernet"
 STATE_VERSION = 1
@@ -371,28 +371,14 @@ def stop_pods(state_dir: Path, pods: Sequence[str], timeout: float = STOP_TIMEOU
     """SIGTERM to each pod's router, SIGKILL to those still running after ``timeout``; the pid
     files go. Returns the pods that had to be killed."""
     pids = {pod: pid for pod in pods if (pid := running_pid(state_dir, pod)) is not None}
-    for pid in pids.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-
-    def alive() -> dict[str, int]:
-        return {p: pid for p, pid in pids.items() if _is_router(pid, config_path(state_dir, p))}
-
-    deadline = time.monotonic() + timeout
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    killed = alive()
-    for pid in killed.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if left := alive():
+    killed, left = terminate(
+        pids, lambda pod, pid: _is_router(pid, config_path(state_dir, pod)), timeout
+    )
+    if left:
         raise LocalError(f"routers still running after SIGKILL: {left}")
     for pod in pods:
         pid_path(state_dir, pod).unlink(missing_ok=True)
-    return sorted(killed)
+    return killed
 
 
 # ---------------------------------------------------------------------------------------------

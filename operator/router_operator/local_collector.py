@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from router_operator.terminate import terminate
 
 COLLECTOR_DIR = "collector"
 DATASET_DIR = "telemetry"
@@ -207,26 +208,12 @@ def stop(state_dir: Path, networks: Sequence[str], timeout: float = STOP_TIMEOUT
     """SIGTERM (drain, flush, fsync, exit), SIGKILL after ``timeout``; the pid files go.
     Returns the networks whose collector had to be killed."""
     pids = {n: pid for n in networks if (pid := running_pid(state_dir, n)) is not None}
-    for pid in pids.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-
-    def alive() -> dict[str, int]:
-        return {n: pid for n, pid in pids.items() if _is_collector(pid, state_dir, n)}
-
-    deadline = time.monotonic() + timeout
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    killed = alive()
-    for pid in killed.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    killed, _left = terminate(
+        pids, lambda network, pid: _is_collector(pid, state_dir, network), timeout
+    )
     for network in networks:
         pid_path(state_dir, network).unlink(missing_ok=True)
-    return sorted(killed)
+    return killed
 
 
 def status(state_dir: Path, records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
