@@ -16,24 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from router.telemetry.schema import LATENCY_BUCKETS
+from router.telemetry.schema import FLOW_COUNTS, LATENCY_BUCKETS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 KEY = ("address", "ingress_router", "egress_router")
-SUMS = (
-    "deliveries",
-    "bytes",
-    "accepted",
-    "released",
-    "rejected",
-    "modified",
-    "presettled",
-    "dropped",
-    "latency_samples",
-    "latency_sum_us",
-)
+SUMS = (*FLOW_COUNTS, "latency_sum_us")
 # What the scan reads of a flow record: nothing else is decoded.
 COLUMNS = ("record_id", *KEY, *SUMS, "latency_max_us", "latency_hist")
 

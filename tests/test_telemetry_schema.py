@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from router.telemetry.schema import (
+    FIELDS,
+    FLOW_COUNTS,
     LATENCY_BOUNDS_US,
     LATENCY_BUCKETS,
     SCHEMA_VERSION,
@@ -63,3 +65,10 @@ def test_a_batch_round_trips() -> None:
 def test_what_a_reader_cannot_take_is_refused_in_one_line(body: object, error: str) -> None:
     with pytest.raises(SchemaError, match=error):
         decode_batch(body)
+
+
+def test_the_additive_counts_are_flow_integers_in_column_order() -> None:
+    fields = {f.name: f for f in FIELDS["flow"]}
+    assert all(fields[name].type == "int64" for name in FLOW_COUNTS)
+    order = columns("flow")
+    assert sorted(FLOW_COUNTS, key=order.index) == list(FLOW_COUNTS)

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from router.telemetry.schema import (
+    FLOW_COUNTS,
     LATENCY_BUCKETS,
     SCHEMA_VERSION,
     TELEMETRY_ADDRESS,
@@ -29,18 +30,8 @@ from router.telemetry.schema import (
 DEFAULT_WINDOW_SECONDS = 10.0
 DEFAULT_SAMPLE_EVERY = 100
 
-# The counters a window reports as differences, in schema column order (see FIELDS["flow"]).
-_COUNTS = (
-    "deliveries",
-    "bytes",
-    "accepted",
-    "released",
-    "rejected",
-    "modified",
-    "presettled",
-    "dropped",
-    "latency_samples",
-)
+# The counters a window reports as differences, in schema column order.
+_COUNTS = FLOW_COUNTS
 
 
 class FlowCounters:

@@ -95,6 +95,21 @@ FIELDS: dict[Kind, tuple[Field, ...]] = {
 }
 
 
+# The flow fields that add up: a router reports each window's difference of them, the pipeline
+# sums them over any range and set of routers.
+FLOW_COUNTS = (
+    "deliveries",
+    "bytes",
+    "accepted",
+    "released",
+    "rejected",
+    "modified",
+    "presettled",
+    "dropped",
+    "latency_samples",
+)
+
+
 def columns(kind: Kind) -> tuple[str, ...]:
     return tuple(f.name for f in FIELDS[kind])
 
