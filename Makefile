@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 # there and again whenever the router's source changes: mypy reads the modules they import too.
 # router/__init__.py refuses compiled modules whose source has changed since.
 NATIVE := router/native-sources.json
-$(NATIVE): setup.py $(wildcard router/*.py router/network/*.py) | $(STAMP)
+$(NATIVE): setup.py $(wildcard router/*.py router/*/*.py) | $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
 
 native: $(NATIVE)
@@ -83,4 +83,4 @@ helm-crds:
 
 clean:
 	rm -rf $(VENV) tests/rhea/node_modules tests/helm/node_modules tests/helm/bin bench/build build
-	rm -f router/*.so $(NATIVE)
+	rm -f router/*.so router/*/*.so $(NATIVE)

@@ -13,14 +13,17 @@ from pathlib import Path
 from setuptools import setup
 
 # The modules every message passes through: the event loop, the forwarder, the section scanner
-# and the link records they share. Each crossing between compiled and interpreted code costs a
-# conversion, so these stay together.
+# and the link records they share, and the telemetry the data path counts into (the flow
+# counters at the egress, the sampler at the ingress). Each crossing between compiled and
+# interpreted code costs a conversion, so these stay together.
 NATIVE = [
     "router/connection.py",
     "router/engine.py",
     "router/forwarder.py",
     "router/links.py",
     "router/sections.py",
+    "router/telemetry/flows.py",
+    "router/telemetry/sampling.py",
 ]
 
 # What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
@@ -31,7 +34,10 @@ ext_modules = []
 if os.environ.get("ROUTERNET_PURE") != "1":
     from mypyc.build import mypycify
 
-    compiled = {Path(p).name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in NATIVE}
+    compiled = {
+        Path(p).relative_to("router").as_posix(): hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        for p in NATIVE
+    }
     ext_modules = mypycify(NATIVE, opt_level="3", group_name="router.native")
 
 setup(ext_modules=ext_modules)

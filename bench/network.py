@@ -5,7 +5,11 @@
   each router's CPU per message and peak RSS. The routers run as in pods: telemetry on (flow
   counting, 1-in-100 latency samples, records every 10 s, dropped here for want of a collector)
   and the HTTP endpoint up. `chain3-unsettled-telemetry-off` is `chain3-unsettled` with
-  `telemetry.enabled: false` and no HTTP endpoint: the pair shows what telemetry costs.
+  `telemetry.enabled: false` and no HTTP endpoint.
+* `telemetry-overhead`: what telemetry costs, as the routers' CPU per message over A, B and C
+  with telemetry on and off. One pair of runs differs by more than the cost on a shared
+  machine (neighbours' load comes and goes), so the pair is run in rounds, in alternating
+  order, on fresh routers, and the median of the rounds' on/off ratios is the figure.
 * `reroute`: a square A-B-C-D-A whose costs make A→B→C strictly cheaper than A→D→C; a paced
   sender on A, a receiver on C; B is killed with SIGKILL, and the time is taken from the kill to
   the first message received at C that was sent after the kill (so it cannot have gone through
@@ -86,6 +90,7 @@ SCENARIOS = (
     "chain3-presettled",
     "chain3-unsettled-source",
     "chain3-unsettled-telemetry-off",
+    "telemetry-overhead",
     "reroute",
     "new-consumer",
 )
@@ -112,6 +117,14 @@ NEW_CONSUMER_TIMEOUT_S = 10.0
 NEW_CONSUMER_SPACING_S = (1.0, 1.5)
 FOREVER = 1_000_000_000  # messages: more than any run sends
 TARGET_NEW_CONSUMER_S = 1.0
+# telemetry-overhead: rounds of one run with telemetry on and one off (200,000 messages each),
+# and the most the median round may show telemetry to cost.
+OVERHEAD_ROUNDS = 12
+OVERHEAD_COUNT = 200_000
+TARGET_TELEMETRY_OVERHEAD = 0.03
+# As in pods: metrics over HTTP (an ephemeral port) besides the default flow telemetry.
+TELEMETRY_ON: dict[str, Any] = {"http": {"host": HOST, "port": 0}}
+TELEMETRY_OFF: dict[str, Any] = {"enabled": False}
 # qdrouterd (one worker thread each) as quoted in the issue, measured on this 2-core machine by
 # the issue's author; no registry ships qdrouterd (the one-router suite measures one built from
 # source when QDROUTERD names it).
@@ -331,26 +344,14 @@ def run_chain(
     Routers' CPU is counted over the throughput run, peak RSS over the whole scenario."""
     presettled = "-presettled" in name
     source = name.endswith("-source")
-    # As in pods: metrics over HTTP (an ephemeral port) besides the default flow telemetry.
-    telemetry: dict[str, Any] = {"http": {"host": HOST, "port": 0}}
-    if name.endswith("-telemetry-off"):
-        telemetry = {"enabled": False}
+    telemetry = TELEMETRY_OFF if name.endswith("-telemetry-off") else TELEMETRY_ON
     with network(LINE, log_dir, name, source=source, telemetry=telemetry) as (routers, _):
         a, c = routers["A"], routers["C"]
         time.sleep(IDLE_SETTLE_S)
         modules = {process_router_modules(r.proc.pid) for r in routers.values()}
         idle = {rid: proc_status_mib(r.proc.pid, "VmRSS") for rid, r in routers.items()}
-        cpu_start = {rid: proc_cpu_seconds(r.proc.pid) for rid, r in routers.items()}
-        full = transfer(
-            clients,
-            port=a.port,
-            receive_port=c.port,
-            count=count,
-            rate=0,
-            presettled=presettled,
-        )
+        full, cpu = _chain_throughput(clients, routers, count, presettled)
         flowing = max(full.receiver["elapsed_s"], 1e-6)
-        cpu = {rid: proc_cpu_seconds(r.proc.pid) - cpu_start[rid] for rid, r in routers.items()}
         load, latency_count = latency_plan(full, count, latency_seconds)
         paced: Transfer = transfer(
             clients,
@@ -388,6 +389,64 @@ def run_chain(
             }
             for rid in routers
         },
+    }
+
+
+def _chain_throughput(
+    clients: Clients, routers: dict[str, Router], count: int, presettled: bool
+) -> tuple[Transfer, dict[str, float]]:
+    """As fast as the sender can, A to C: the transfer and each router's CPU seconds in it."""
+    cpu_start = {rid: proc_cpu_seconds(r.proc.pid) for rid, r in routers.items()}
+    full = transfer(
+        clients,
+        port=routers["A"].port,
+        receive_port=routers["C"].port,
+        count=count,
+        rate=0,
+        presettled=presettled,
+    )
+    cpu = {rid: proc_cpu_seconds(r.proc.pid) - cpu_start[rid] for rid, r in routers.items()}
+    return full, cpu
+
+
+def run_telemetry_overhead(clients: Clients, log_dir: Path) -> dict[str, Any]:
+    """Rounds of a telemetry-on and a telemetry-off chain (order alternating), each on fresh
+    routers: msgs/s and CPU µs/msg over A+B+C per run, and the median on/off ratio."""
+    rounds = []
+    for i in range(OVERHEAD_ROUNDS):
+        order = ("on", "off") if i % 2 == 0 else ("off", "on")
+        measured: dict[str, dict[str, float]] = {}
+        for state in order:
+            telemetry = TELEMETRY_ON if state == "on" else TELEMETRY_OFF
+            with network(
+                LINE, log_dir, f"telemetry-overhead-{state}", append=i > 0, telemetry=telemetry
+            ) as (routers, _):
+                time.sleep(IDLE_SETTLE_S)
+                full, cpu = _chain_throughput(clients, routers, OVERHEAD_COUNT, False)
+                _check_alive(routers)
+            received = full.receiver["received"]
+            if received < OVERHEAD_COUNT:
+                raise BenchError(f"round {i + 1}, telemetry {state}: {received:,} received")
+            measured[state] = {
+                "msgs_per_s": summary(full)["msgs_per_s"],
+                "cpu_us_per_msg": round(sum(cpu.values()) / received * 1e6, 2),
+            }
+        on, off = measured["on"], measured["off"]
+        rounds.append(
+            {
+                "on": on,
+                "off": off,
+                "cpu_ratio": round(on["cpu_us_per_msg"] / off["cpu_us_per_msg"], 4),
+                "rate_ratio": round(on["msgs_per_s"] / off["msgs_per_s"], 4),
+            }
+        )
+    cpu_ratio = statistics.median(r["cpu_ratio"] for r in rounds)
+    return {
+        "kind": "overhead",
+        "messages_per_run": OVERHEAD_COUNT,
+        "cpu_overhead": round(cpu_ratio - 1, 4),
+        "throughput_change": round(statistics.median(r["rate_ratio"] for r in rounds) - 1, 4),
+        "rounds": rounds,
     }
 
 
@@ -535,6 +594,8 @@ def run_scenario(
 ) -> dict[str, Any]:
     if name.startswith("chain3-"):
         return run_chain(name, clients, count, latency_seconds, log_dir)
+    if name == "telemetry-overhead":
+        return run_telemetry_overhead(clients, log_dir)
     if name == "reroute":
         return run_reroute(clients, log_dir, KILL)
     if name == "reroute-silent":
@@ -557,6 +618,8 @@ def _targets(results: dict[str, Any]) -> dict[str, Any]:
     reroute_ms = reroute["median_ms"] if reroute else None
     consumer = ok("new-consumer")
     consumer_ms = consumer["max_ms"] if consumer else None
+    overhead = ok("telemetry-overhead")
+    cost = overhead["cpu_overhead"] if overhead else None
     qd_rate, qd_reroute_ms = QDROUTERD["chain3_unsettled_msgs_per_s"], QDROUTERD["reroute_s"] * 1e3
     return {
         "chain3_unsettled_msgs_per_s": {
@@ -576,12 +639,24 @@ def _targets(results: dict[str, Any]) -> dict[str, Any]:
             "measured": consumer_ms,
             "met": None if consumer_ms is None else consumer_ms < TARGET_NEW_CONSUMER_S * 1e3,
         },
+        "telemetry_cpu_overhead": {
+            "target": TARGET_TELEMETRY_OVERHEAD,
+            "basis": "median over rounds of router CPU per message, telemetry on / off",
+            "measured": cost,
+            "met": None if cost is None else cost <= TARGET_TELEMETRY_OVERHEAD,
+        },
     }
 
 
 def _progress(outcome: dict[str, Any]) -> str:
     if "error" in outcome:
         return f"failed: {outcome['error']}"
+    if outcome["kind"] == "overhead":
+        return (
+            f"telemetry costs {outcome['cpu_overhead']:+.1%} router CPU per message, "
+            f"throughput {outcome['throughput_change']:+.1%} (median of "
+            f"{len(outcome['rounds'])} rounds)"
+        )
     if outcome["kind"] == "chain":
         t, lat = outcome["throughput"], outcome["latency"]
         return (
@@ -627,6 +702,13 @@ def run(
                 "by_default": False,
                 "timed": "SIGSTOP of B -> first message received at C that was sent after it",
             },
+            "telemetry_overhead": {
+                "topology": "A-B-C, sender on A, receiver on C, unsettled",
+                "rounds": OVERHEAD_ROUNDS,
+                "messages_per_run": OVERHEAD_COUNT,
+                "on": TELEMETRY_ON,
+                "off": TELEMETRY_OFF,
+            },
             "new_consumer": {
                 "topology": "A-B-C",
                 "sender_msgs_per_s": NEW_CONSUMER_RATE,
@@ -643,10 +725,8 @@ def run(
         try:
             outcome = run_scenario(name, clients, count, latency_seconds, log_dir)
         except BenchError as e:
-            outcome = {
-                "kind": "chain" if name.startswith("chain3") else "convergence",
-                "error": str(e),
-            }
+            kind = "overhead" if name == "telemetry-overhead" else "convergence"
+            outcome = {"kind": "chain" if name.startswith("chain3") else kind, "error": str(e)}
         print(f"bench: {name}: {_progress(outcome)}", file=sys.stderr, flush=True)
         results["scenarios"][name] = outcome
     results["targets"] = _targets(results)
@@ -663,6 +743,7 @@ def markdown(results: dict[str, Any]) -> str:
     scenarios = results["scenarios"]
     chains = {n: s for n, s in scenarios.items() if s["kind"] == "chain"}
     timings = {n: s for n, s in scenarios.items() if s["kind"] == "convergence"}
+    overhead = scenarios.get("telemetry-overhead")
     lines = [
         f"Interior routers on one host, {config['body_bytes']}-byte bodies, default router "
         "timers. "
@@ -695,6 +776,25 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_per_router(r, 'peak_rss_mib', 1)} |"
             )
             notes += shortfall_notes(name, s)
+    if overhead is not None:
+        if "error" in overhead:
+            notes.append(f"telemetry-overhead failed: {overhead['error']}")
+        else:
+            lines += [
+                "",
+                f"telemetry-overhead: A-B-C unsettled, {overhead['messages_per_run']:,} messages "
+                "a run, telemetry on then off or off then on in turn, fresh routers each run.",
+                "",
+                "| round | msgs/s on / off | CPU µs/msg A+B+C on / off | CPU on/off |",
+                "|--:|--:|--:|--:|",
+            ]
+            for i, r in enumerate(overhead["rounds"], 1):
+                on, off = r["on"], r["off"]
+                lines.append(
+                    f"| {i} | {cell(on['msgs_per_s'])} / {cell(off['msgs_per_s'])} "
+                    f"| {cell(on['cpu_us_per_msg'], 1)} / {cell(off['cpu_us_per_msg'], 1)} "
+                    f"| {r['cpu_ratio']:.3f} |"
+                )
     if timings:
         what = {
             "reroute": "SIGKILL of B → first message C receives that was sent after the kill "
@@ -729,17 +829,21 @@ def markdown(results: dict[str, Any]) -> str:
                     "(released or modified; the bench's sender does not resend them)."
                 )
     t = results["targets"]
-    rate, reroute_t, consumer = (
+    rate, reroute_t, consumer, cost = (
         t["chain3_unsettled_msgs_per_s"],
         t["reroute_median_ms"],
         t["new_consumer_max_ms"],
+        t["telemetry_cpu_overhead"],
     )
+    measured_cost = "-" if cost["measured"] is None else f"{cost['measured']:+.1%}"
     notes.append(
         f"Targets: chain3-unsettled ≥ qdrouterd's ~{rate['target']:,} msgs/s: "
         f"{cell(rate['measured'])} ({verdict(rate['met'])}); reroute median ≤ qdrouterd's "
         f"~{reroute_t['target']:,.0f} ms: {cell(reroute_t['measured'], 1)} "
         f"({verdict(reroute_t['met'])}); new consumer < {consumer['target']:,.0f} ms in every "
-        f"run: max {cell(consumer['measured'], 1)} ({verdict(consumer['met'])}). "
+        f"run: max {cell(consumer['measured'], 1)} ({verdict(consumer['met'])}); telemetry "
+        f"≤ {cost['target']:.0%} router CPU per message (median round): {measured_cost} "
+        f"({verdict(cost['met'])}). "
         "qdrouterd's figures are quoted from the issue, not measured here (it is not "
         "installable on this machine)."
     )

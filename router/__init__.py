@@ -31,8 +31,8 @@ def _stale(package: Path) -> list[str]:
     compiled = [
         source
         for suffix in EXTENSION_SUFFIXES
-        for binary in package.glob(f"*{suffix}")
-        if (source := package / (binary.name.removesuffix(suffix) + ".py")).exists()
+        for binary in package.rglob(f"*{suffix}")
+        if (source := binary.with_name(binary.name.removesuffix(suffix) + ".py")).exists()
     ]
     if not compiled:
         return []
@@ -40,21 +40,24 @@ def _stale(package: Path) -> list[str]:
         built = json.loads((package / "native-sources.json").read_text())
     except (OSError, ValueError):
         built = {}
+    names = {source: source.relative_to(package).as_posix() for source in compiled}
     return [
-        source.name
-        for source in compiled
-        if built.get(source.name) != hashlib.sha256(source.read_bytes()).hexdigest()
+        name
+        for source, name in names.items()
+        if built.get(name) != hashlib.sha256(source.read_bytes()).hexdigest()
     ]
 
 
 if os.environ.get("ROUTERNET_PURE") == "1":
-    # This package's directories get a finder without the extension-module loader.
+    # This package's directories and its subpackages' get a finder without the
+    # extension-module loader.
     for _entry in __path__:
-        sys.path_importer_cache[_entry] = FileFinder(
-            _entry,
-            (SourceFileLoader, SOURCE_SUFFIXES),
-            (SourcelessFileLoader, BYTECODE_SUFFIXES),
-        )
+        for _init in Path(_entry).rglob("__init__.py"):
+            sys.path_importer_cache[str(_init.parent)] = FileFinder(
+                str(_init.parent),
+                (SourceFileLoader, SOURCE_SUFFIXES),
+                (SourcelessFileLoader, BYTECODE_SUFFIXES),
+            )
 elif _stale_sources := _stale(Path(__file__).parent):
     raise ImportError(
         f"router: {', '.join(sorted(_stale_sources))} changed since compiled: run `make native` "

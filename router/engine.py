@@ -57,6 +57,7 @@ from router.streaming import STREAM_THRESHOLD, open_session, trim_memory
 from router.streaming import start as start_stream
 from router.telemetry.emitter import Emitter
 from router.telemetry.http import HttpEndpoint
+from router.telemetry.sampling import Sampler
 
 log = get_logger("router")
 
@@ -159,9 +160,12 @@ class Router:
         # Telemetry (router/telemetry/): flow records, and metrics and probes over HTTP.
         self.last_turn = time.monotonic()  # /healthz: the loop is alive while this moves
         self.telemetry: Emitter | None = None
+        # The emitter's sampler, held here so the ingress path calls it compiled to compiled.
+        self.sampler: Sampler | None = None
         if config.telemetry.enabled:
             self.telemetry = Emitter(self, config.telemetry, time.time())
             self.fwd.flows = self.telemetry.flows
+            self.sampler = self.telemetry.sampler
         self.http: HttpEndpoint | None = None
 
     # ----- lifecycle -----------------------------------------------------------------------
@@ -864,8 +868,8 @@ class Router:
         address = to if to is not None else link.address or ""
         msg = Message(data, s, effective, ann, address)
         msg.entry = entry
-        telemetry = self.telemetry
-        if telemetry is not None and link.kind == "endpoint" and telemetry.sampler.due():
+        sampler = self.sampler
+        if sampler is not None and link.kind == "endpoint" and sampler.due():
             msg.sample = time.time_ns()  # entering the network here: timed to its consumer
         fwd.route(msg, entry, forward, link)
         if link.anonymous:

@@ -17,7 +17,15 @@ from harness import RouterNetwork, RouterProcess
 from proton import Message
 
 REPO = Path(__file__).resolve().parent.parent
-COMPILED = ("connection", "engine", "forwarder", "links", "sections")
+COMPILED = (
+    "connection",
+    "engine",
+    "forwarder",
+    "links",
+    "sections",
+    "telemetry.flows",
+    "telemetry.sampling",
+)
 SHOW_FILES = (
     "import importlib; print(*(importlib.import_module('router.' + m).__file__ for m in {}))"
 )
@@ -45,7 +53,9 @@ def test_the_per_message_modules_are_compiled() -> None:
 
 def test_routernet_pure_runs_the_source() -> None:
     files = module_files({"ROUTERNET_PURE": "1"})
-    assert [Path(f).name for f in files] == [f"{m}.py" for m in COMPILED]
+    assert [Path(f).relative_to(REPO / "router").as_posix() for f in files] == [
+        m.replace(".", "/") + ".py" for m in COMPILED
+    ]
 
 
 def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Path) -> None:
