@@ -277,6 +277,28 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
     (Router, router()),
     (Router, router({})),
     (Router, router({"replicas": 0})),
+    (Router, router({"autoscaling": {"maxReplicas": 3, "targets": {"connections": 100}}})),
+    (
+        Router,
+        router(
+            {
+                "autoscaling": {
+                    "mode": "hpa",
+                    "minReplicas": 2,
+                    "maxReplicas": 2,
+                    "targets": {"messagesPerSecond": 2500.5, "unsettledDeliveries": 1000},
+                    "behavior": {
+                        "scaleUp": {"stabilizationWindowSeconds": 0},
+                        "scaleDown": {
+                            "selectPolicy": "Min",
+                            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+                        },
+                    },
+                    "predictive": True,
+                }
+            }
+        ),
+    ),
     (Router, router({"replicas": 3, "role": "edge", "network": "prod-eu-1"}, name="edge-a")),
     (
         Router,
@@ -408,6 +430,33 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
     (Router, router({"listeners": [{"port": 1, "tlsSecret": "Not_A_Name"}]}), None),
     (Router, router({"resources": {"requests": {"memory": "lots"}}}), None),
     (Router, router({"resources": {"limits": {"cpu": 0.5}}}), None),
+    (
+        Router,
+        router(
+            {"autoscaling": {"minReplicas": 3, "maxReplicas": 2, "targets": {"connections": 9}}}
+        ),
+        "autoscaling.minReplicas must not exceed autoscaling.maxReplicas",
+    ),
+    (
+        Router,
+        router({"autoscaling": {"maxReplicas": 2, "targets": {}}}),
+        "autoscaling.targets needs at least one of",
+    ),
+    (Router, router({"autoscaling": {"targets": {"connections": 9}}}), None),
+    (Router, router({"autoscaling": {"maxReplicas": 2, "targets": {"connections": 0}}}), None),
+    (
+        Router,
+        router(
+            {
+                "autoscaling": {
+                    "maxReplicas": 2,
+                    "targets": {"connections": 9},
+                    "behavior": {"scaleUp": {"policies": [{"type": "Pods", "value": 0}]}},
+                }
+            }
+        ),
+        None,
+    ),
     # The API server words these its own way, at metadata.name (the test below).
     (Router, router(name="a" * 46), None),
     (Router, router(name="9lives"), None),

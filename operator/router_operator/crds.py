@@ -14,7 +14,6 @@ rather than emitting a CRD the API server would reject at install time.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -302,7 +301,7 @@ def _metadata_schema(kind: type[CustomResource]) -> dict[str, Any]:
 
 def open_api_schema(kind: type[CustomResource]) -> dict[str, Any]:
     """The CRD's ``openAPIV3Schema`` for one kind. No CEL rule sits on the root: the API server
-    would report it at ``<nil>`` (see :meth:`router_operator.models.Rule.cel`)."""
+    would report it at ``<nil>`` (see :meth:`router_operator.spec.Rule.cel`)."""
     spec = structural(model_schema(_field_model(kind, "spec")))
     status = _strip_defaults(structural(model_schema(_field_model(kind, "status"))))
     if not kind.spec_required:
@@ -374,9 +373,17 @@ def crds() -> dict[str, dict[str, Any]]:
     return {f"{kind.plural}.{GROUP}.yaml": crd(kind) for kind in KINDS}
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value met twice (the same enum in scaleUp and scaleDown) out twice: anchors and
+    aliases are valid YAML, but a CRD is read by people and by tools that do not resolve them."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render(document: dict[str, Any]) -> str:
     """The YAML text committed under crds/ (stable: the check compares it byte for byte)."""
-    body = yaml.safe_dump(copy.deepcopy(document), sort_keys=False, width=100, allow_unicode=True)
+    body = yaml.dump(document, Dumper=_PlainDumper, sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
 
 

@@ -14,10 +14,9 @@ one onto the other without a translation table.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -27,8 +26,10 @@ from pydantic import (
     WithJsonSchema,
     field_serializer,
     field_validator,
-    model_validator,
 )
+
+from router_operator.autoscaling import AutoscalingSpec
+from router_operator.spec import Rule, StrictSpec
 
 GROUP = "routernet.io"
 VERSION = "v1alpha1"
@@ -63,86 +64,6 @@ RESERVED_PORTS = (INTER_ROUTER_PORT, EDGE_PORT, METRICS_PORT)
 ROUTER_NAME_MAX_LENGTH = 45
 """A Router names its StatefulSet (whose revision-hash label allows at most 52 characters), its
 pods and its Services (DNS-1035 labels of at most 63) with suffixes of its own: 45 leaves room."""
-
-
-# --- rules shared by the CRD (CEL) and the models (Python) ---------------------------------
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One validation rule, stated in CEL for the API server and in Python for the models.
-
-    ``holds`` checks an object (``self`` in CEL); ``holds_on_update`` checks a change, with the
-    old object as its second argument (``oldSelf``): the API server runs those on updates only,
-    and so does :meth:`_Spec.check_update`. Keeping both spellings side by side, with one
-    message, is what keeps them in step; the tests evaluate the CEL on sample objects and compare.
-    """
-
-    rule: str
-    message: str
-    holds: Callable[[Any], bool] | None = None
-    holds_on_update: Callable[[Any, Any], bool] | None = None
-
-    def cel(self) -> dict[str, str]:
-        """The ``x-kubernetes-validations`` entry. Only ``rule`` and ``message``: the chart
-        supports Kubernetes 1.25, and ``fieldPath``/``reason`` arrived in 1.28 (1.25 to 1.27
-        refuse a CRD that has them under strict field validation, kubectl's default). Without
-        them the API server reports a broken rule at the node that carries it, reason
-        FieldValueInvalid; so a rule about one field sits on that field (:meth:`check` is then
-        its Python twin), a rule about several on their object, and none on the resource root,
-        where it would be reported at ``<nil>``: the name, the one part of metadata a CRD may
-        constrain, is constrained by the schema of ``metadata.name`` instead (:class:`RouterMeta`).
-
-        A rule reads an optional field only behind ``has()``, even one with a default: the API
-        server evaluates every rule against the schema's ``default`` values when the CRD is
-        created, as they are, without filling in the defaults nested in them (spec's ``{}``)."""
-        return {"rule": self.rule, "message": self.message}
-
-    def check(self, value: Any) -> Any:
-        """The Python twin of a rule that sits on a field: ``holds`` gets the field's value."""
-        if self.holds is not None and not self.holds(value):
-            raise ValueError(self.message)
-        return value
-
-
-def _model_schema_extra(schema: dict[str, Any], cls: type[BaseModel]) -> None:
-    rules: tuple[Rule, ...] = getattr(cls, "rules", ())
-    if rules:
-        schema["x-kubernetes-validations"] = [rule.cel() for rule in rules]
-
-
-def _raise_broken(broken: list[Rule]) -> None:
-    """Reports every broken rule at once, as the API server does."""
-    if broken:
-        raise ValueError("; ".join(rule.message for rule in broken))
-
-
-class _Spec(BaseModel):
-    """What users write. Strict, like the router's config: an unknown key or a string where a
-    number belongs is an error here, as it is for ``kubectl apply`` (strict field validation),
-    rather than something silently dropped."""
-
-    model_config = ConfigDict(
-        extra="forbid", strict=True, allow_inf_nan=False, json_schema_extra=_model_schema_extra
-    )
-    rules: ClassVar[tuple[Rule, ...]] = ()
-
-    @model_validator(mode="after")
-    def _rules_hold(self) -> Self:
-        _raise_broken([rule for rule in self.rules if rule.holds and not rule.holds(self)])
-        return self
-
-    def check_update(self, old: Self) -> None:
-        """Raises ValueError when changing ``old`` into this breaks a rule that only the API
-        server's transition rules (``oldSelf``) would otherwise catch, e.g. in the local backend
-        when a file changes."""
-        _raise_broken(
-            [
-                rule
-                for rule in self.rules
-                if rule.holds_on_update is not None and not rule.holds_on_update(self, old)
-            ]
-        )
 
 
 def _constrained(what: str, regex: str, max_length: int, hint: str) -> Any:
@@ -272,7 +193,7 @@ _NOT_RESERVED = Rule(
 """On a listener's port itself, so that the API server names the port, not the listener."""
 
 
-class RouterListener(_Spec):
+class RouterListener(StrictSpec):
     """A listener for clients. The operator adds the inter-router and edge listeners itself."""
 
     rules: ClassVar[tuple[Rule, ...]] = (
@@ -354,7 +275,7 @@ def _unique_ports(listeners: list[RouterListener]) -> list[RouterListener]:
     return listeners
 
 
-class ResourceRequirements(_Spec):
+class ResourceRequirements(StrictSpec):
     """The router container's requests and limits (Kubernetes' ResourceRequirements).
 
     A bounded router needs a memory limit: unbounded buffering and OOM kills are what users of
@@ -369,14 +290,14 @@ class ResourceRequirements(_Spec):
     )
 
 
-class PodMetadata(_Spec):
+class PodMetadata(StrictSpec):
     """Labels and annotations added to the router pods."""
 
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
 
 
-class PodTemplateOverrides(_Spec):
+class PodTemplateOverrides(StrictSpec):
     """Merged over the pod template the operator renders."""
 
     metadata: PodMetadata | None = Field(
@@ -398,7 +319,7 @@ def _default_resources() -> ResourceRequirements:
     )
 
 
-class RouterSpec(_Spec):
+class RouterSpec(StrictSpec):
     """A set of identical routers (a StatefulSet) in a router network. Interior routers of one
     network, in one namespace, form a full mesh; edge routers attach to its interiors."""
 
@@ -456,12 +377,19 @@ class RouterSpec(_Spec):
     podTemplate: PodTemplateOverrides | None = Field(
         default=None, description="Overrides merged over the operator's pod template."
     )
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None,
+        description=(
+            "Scale this Router's replicas on its routers' load (the HPA's algorithm and"
+            " behavior); replicas is then set by the autoscaler."
+        ),
+    )
 
 
 # --- Address --------------------------------------------------------------------------------
 
 
-class UndeliverablePolicy(_Spec):
+class UndeliverablePolicy(StrictSpec):
     """What happens to a message for which no consumer exists."""
 
     # action has a default (drop), so stored objects always have it; the rules still read it
@@ -541,7 +469,7 @@ def _not_reserved(field: str) -> Rule:
     )
 
 
-class AddressSpec(_Spec):
+class AddressSpec(StrictSpec):
     """Routing semantics for a family of addresses, on every router of a network."""
 
     rules: ClassVar[tuple[Rule, ...]] = (
@@ -588,7 +516,7 @@ class AddressSpec(_Spec):
 # --- LinkRoute ------------------------------------------------------------------------------
 
 
-class LinkRouteConnection(_Spec):
+class LinkRouteConnection(StrictSpec):
     """A connection the routers open to a broker or service that owns the link route."""
 
     host: HostName = Field(description="Host name (a Service's DNS name) or IP address.")
@@ -618,7 +546,7 @@ class LinkRouteConnection(_Spec):
     )
 
 
-class LinkRouteSpec(_Spec):
+class LinkRouteSpec(StrictSpec):
     """Links whose address matches are routed, attach and all, to one container (a broker), so
     that it, not the routers, holds the messages and settles the deliveries."""
 
