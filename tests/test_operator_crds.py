@@ -294,7 +294,6 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
                             "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
                         },
                     },
-                    "predictive": True,
                 }
             }
         ),

@@ -155,12 +155,16 @@ def cluster(kmock: Cluster, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> C
 
 
 @contextlib.asynccontextmanager
-async def operator(**overrides: Any) -> AsyncIterator[kopf.Memo]:
-    """The operator, as ``routernet-operator --namespace msg`` runs it, in the test's loop."""
+async def operator(
+    memo_extras: Mapping[str, Any] | None = None, **overrides: Any
+) -> AsyncIterator[kopf.Memo]:
+    """The operator, as ``routernet-operator --namespace msg`` runs it, in the test's loop.
+    ``memo_extras``: what the handlers take from the memo besides config (the autoscaler's
+    scrapes and period)."""
     config = OperatorConfig(
         router_image=IMAGE, image_pull_policy="Always", retry_seconds=0.2, **overrides
     )
-    memo = kopf.Memo(config=config, namespaced=True)
+    memo = kopf.Memo(config=config, namespaced=True, **(memo_extras or {}))
     ready = asyncio.Event()
     task = asyncio.create_task(
         kopf.operator(
@@ -431,6 +435,132 @@ async def test_scale_up_through_the_scale_subresource_meshes_the_new_pods(cluste
         assert sorted(links) == [("hub-1", "hub-0"), ("hub-2", "hub-0"), ("hub-2", "hub-1")]
         router = await eventually(lambda: reconciled(cluster, "routers", "hub", generation=2))
         assert condition(router, adapter.REPLICAS_READY)["message"] == "0 of 3 router pods ready"
+
+
+# --- autoscaling ---------------------------------------------------------------------------------
+
+
+class Routers:
+    """Stands in for the router pods' /metrics: each pod forwards `per_pod` msgs/s (a counter
+    growing with the clock), has 2 client connections, and answers unless listed as `silent`."""
+
+    def __init__(self, per_pod: float) -> None:
+        self.per_pod = per_pod
+        self.silent: set[str] = set()
+        self.scraped: list[dict[str, str]] = []
+
+    async def fetch(self, urls: Mapping[str, str]) -> dict[str, str | None]:
+        self.scraped.append(dict(urls))
+        counter = self.per_pod * asyncio.get_running_loop().time()
+        return {
+            pod: None
+            if pod in self.silent
+            else (
+                f'routernet_deliveries_total{{router="{pod}",direction="in"}} {counter}\n'
+                f'routernet_connections{{router="{pod}",role="normal"}} 2\n'
+                f'routernet_unsettled_deliveries{{router="{pod}"}} 0\n'
+            )
+            for pod in urls
+        }
+
+
+AUTOSCALING = {
+    "minReplicas": 1,
+    "maxReplicas": 3,
+    "targets": {"messagesPerSecond": 1000},
+    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 1}},
+}
+
+
+@pytest.mark.asyncio
+async def test_the_autoscaler_scales_a_router_out_and_in_on_its_load(cluster: Cluster) -> None:
+    load = Routers(per_pod=2500)
+    await create(cluster, "routers", "hub", {"replicas": 1, "autoscaling": AUTOSCALING})
+    extras = {"fetch_metrics": load.fetch, "autoscale_seconds": 0.1}
+    async with operator(extras):
+        # 2,500 msgs/s on one router against 1,000: ceil(2.5) = 3, through /scale.
+        def out() -> dict[str, Any]:
+            router = get(cluster, ROUTERS, "hub")
+            assert router["spec"]["replicas"] == 3
+            assert get(cluster, "apps/v1/statefulsets", "hub")["spec"]["replicas"] == 3
+            assert condition(router, "ScalingActive")["reason"] == "ValidMetricFound"
+            return router
+
+        router = await eventually(out)
+        status = router["status"]["autoscaling"]
+        assert status["mode"] == "operator"
+        assert status["lastScaleReason"].startswith("1 -> 3: ")
+        assert "messagesPerSecond 2500/router -> 3" in status["lastScaleReason"]
+        # The next look scrapes the three pods at their stable DNS names.
+        await eventually(lambda: set(load.scraped[-1]) == {"hub-0", "hub-1", "hub-2"} or None)
+        assert load.scraped[-1]["hub-2"] == (
+            "http://hub-2.hub-peers.msg.svc.cluster.local:9090/metrics"
+        )
+
+        # The load goes: once the 1 s stabilization window passed, back to the minimum.
+        load.per_pod = 10
+
+        def back() -> None:
+            router = get(cluster, ROUTERS, "hub")
+            assert router["spec"]["replicas"] == 1
+            assert router["status"]["autoscaling"]["lastScaleReason"].startswith("3 -> 1: ")
+
+        await eventually(back)
+
+        # No router answers: no decision, and the status says why.
+        load.silent = {"hub-0"}
+
+        def blind() -> None:
+            router = get(cluster, ROUTERS, "hub")
+            active = condition(router, "ScalingActive")
+            assert (active["status"], active["reason"]) == ("False", "FailedGetPodsMetric")
+            assert router["spec"]["replicas"] == 1
+
+        await eventually(blind)
+
+        # Autoscaling removed: its status goes, the replicas stay as they are.
+        await call(cluster, "PATCH", path("routers", "hub"), {"spec": {"autoscaling": None}})
+
+        def removed() -> None:
+            router = get(cluster, ROUTERS, "hub")
+            assert "autoscaling" not in router.get("status", {})
+            with pytest.raises(KeyError):
+                condition(router, "ScalingActive")
+
+        await eventually(removed)
+
+
+@pytest.mark.asyncio
+async def test_the_autoscaler_stays_within_max_and_says_it_is_limited(cluster: Cluster) -> None:
+    load = Routers(per_pod=50_000)
+    spec = {**AUTOSCALING, "maxReplicas": 2}
+    await create(cluster, "routers", "hub", {"replicas": 1, "autoscaling": spec})
+    async with operator({"fetch_metrics": load.fetch, "autoscale_seconds": 0.1}):
+
+        def limited() -> dict[str, Any]:
+            router = get(cluster, ROUTERS, "hub")
+            assert router["spec"]["replicas"] == 2
+            assert condition(router, "ScalingLimited")["reason"] == "TooManyReplicas"
+            return router
+
+        router = await eventually(limited)
+        assert router["status"]["autoscaling"]["recommendedReplicas"] >= 50
+
+
+@pytest.mark.asyncio
+async def test_a_paused_router_is_not_autoscaled(cluster: Cluster) -> None:
+    load = Routers(per_pod=5000)
+    await create(
+        cluster,
+        "routers",
+        "hub",
+        {"replicas": 1, "autoscaling": AUTOSCALING},
+        annotations={PAUSE_ANNOTATION: "true"},
+    )
+    async with operator({"fetch_metrics": load.fetch, "autoscale_seconds": 0.05}):
+        await asyncio.sleep(0.5)
+        assert load.scraped == []
+        assert get(cluster, ROUTERS, "hub")["spec"]["replicas"] == 1
 
 
 # --- delete --------------------------------------------------------------------------------------

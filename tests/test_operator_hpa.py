@@ -161,11 +161,6 @@ def test_zero_replicas_set_by_hand_disables_scaling() -> None:
     assert (decision.replicas, decision.reason, decision.active) == (0, "ScalingDisabled", False)
 
 
-def test_a_floor_raises_min_replicas_for_a_predicted_peak_but_not_past_max() -> None:
-    assert Autoscaler().decide(0, spec(maxReplicas=4), 1, mps(10, 1), floor=3).replicas == 3
-    assert Autoscaler().decide(0, spec(maxReplicas=4), 1, mps(10, 1), floor=9).replicas == 4
-
-
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

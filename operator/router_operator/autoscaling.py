@@ -10,9 +10,10 @@ truth for the CRD, through models.py) and its rules.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from router_operator.spec import Rule, StrictSpec
 
@@ -122,13 +123,6 @@ class AutoscalingSpec(StrictSpec):
     behavior: ScalingBehavior | None = Field(
         default=None, description="How fast to scale each way, as an HPA's behavior."
     )
-    predictive: bool = Field(
-        default=False,
-        description=(
-            "Raise minReplicas ahead of the daily peaks the pipeline's recommend output"
-            " (ConfigMap routernet-recommendation-<network>) records; status shows it either way."
-        ),
-    )
 
 
 # The HPA's defaults (k8s.io/kubernetes pkg/apis/autoscaling/v2/defaults.go).
@@ -160,3 +154,33 @@ def effective_rules(given: ScalingRules | None, default: ScalingRules) -> Scalin
         selectPolicy=given.selectPolicy or default.selectPolicy,
         policies=given.policies or default.policies,
     )
+
+
+class AutoscalingStatus(BaseModel):
+    """What the autoscaler sees and did, beside the conditions ScalingActive, ScalingLimited
+    and AbleToScale (the HPA's). Lenient, like all status."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    mode: str = Field(description="Who scales this Router: operator, hpa or keda.")
+    currentLoad: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per target, the average per router at the last look (operator mode).",
+    )
+    routersMeasured: int | None = Field(
+        default=None, ge=0, description="Routers whose /metrics answered at the last look."
+    )
+    desiredReplicas: int | None = Field(
+        default=None, ge=0, description="What the autoscaler wants now, limits applied."
+    )
+    recommendedReplicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="What the load alone asks for, before stabilization and rate limits.",
+    )
+    lastScaleTime: datetime | None = Field(default=None, description="When replicas changed.")
+    lastScaleReason: str | None = Field(default=None, description="Why, for people.")
+
+    @field_serializer("lastScaleTime")
+    def _rfc3339(self, value: datetime | None) -> str | None:
+        return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")

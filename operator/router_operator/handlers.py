@@ -17,7 +17,8 @@ reconcile does is in ``reconciler`` and ``adapter``, testable without kopf.
   what counts for the mesh changed (not on every readiness or IP change). Nothing here writes
   to pods: kopf keeps no state on objects it only indexes and watches with ``on.event``.
 - No timers or daemons: kopf puts a finalizer on objects that have them. The periodic resync is
-  one operator-wide task instead (``Reconciler.resync_forever``).
+  one operator-wide task instead (``Reconciler.resync_forever``), and so is the autoscaler
+  (``scaler.Scaler``), which reads Routers from the same indexes.
 - kopf's own bookkeeping (progress, last handled state) goes to annotations under
   ``operator.routernet.io/``, never to status (whose schema prunes it) and never under
   ``routernet.io/``: kopf leaves annotations under its own prefix out of the state it compares,
@@ -39,6 +40,7 @@ from aiohttp import web
 from router_operator import kube, mesh
 from router_operator.models import API_VERSION, GROUP, VERSION, Address, LinkRoute, Router
 from router_operator.reconciler import OperatorConfig, Reconciler, Snapshot
+from router_operator.scaler import SYNC_SECONDS, Scaler, fetch_metrics
 
 registry = kopf.OperatorRegistry()
 """The operator's handlers, kept out of kopf's default registry so that importing this module
@@ -187,7 +189,20 @@ async def startup(
     reconciler = Reconciler(api, config, snapshot_source(indexes), namespaces)
     memo.reconciler = reconciler
     memo.pod_reports = {}  # (namespace, pod name) -> the mesh.PodReport pod_changed acted on
-    memo.background = [asyncio.create_task(reconciler.resync_forever(), name="resync")]
+    # The autoscaler of Routers with spec.autoscaling.mode operator; tests may bring their own
+    # scrapes (``fetch_metrics``) and a shorter period (``autoscale_seconds``).
+    scaler = Scaler(
+        api,
+        config,
+        snapshot_source(indexes),
+        namespaces,
+        fetch=memo.get("fetch_metrics") or fetch_metrics,
+        period=memo.get("autoscale_seconds") or SYNC_SECONDS,
+    )
+    memo.background = [
+        asyncio.create_task(reconciler.resync_forever(), name="resync"),
+        asyncio.create_task(scaler.run_forever(), name="autoscaler"),
+    ]
     if config.metrics_port is not None:
         memo.metrics_runner = await serve_metrics(reconciler, config.metrics_port)
 

@@ -88,11 +88,10 @@ class Autoscaler:
         spec: AutoscalingSpec,
         current: int,
         load: Mapping[str, Measurement],
-        floor: int | None = None,
     ) -> Decision:
         """The replicas for a Router that has `current` now and whose routers report `load`
-        (per target name). `floor`: a higher minimum for now (a predicted peak)."""
-        low = max(spec.minReplicas, min(floor or 0, spec.maxReplicas))
+        (per target name)."""
+        low = spec.minReplicas
         high = spec.maxReplicas
         averages = {name: m.total / m.routers for name, m in load.items() if m.routers > 0}
         if current == 0:

@@ -88,6 +88,12 @@ class Api(Protocol):
         """A JSON merge patch of ``status`` through the status subresource."""
         ...
 
+    def patch_scale(
+        self, api_version: str, kind: str, namespace: str, name: str, replicas: int
+    ) -> dict[str, Any]:
+        """Sets the replicas through the scale subresource, as an HPA does."""
+        ...
+
 
 def resource_path(
     api_version: str,
@@ -219,6 +225,18 @@ class KubeClient:
             "PATCH",
             path,
             body={"status": dict(status)},
+            content_type="application/merge-patch+json",
+        )
+        return result or {}
+
+    def patch_scale(
+        self, api_version: str, kind: str, namespace: str, name: str, replicas: int
+    ) -> dict[str, Any]:
+        path = resource_path(api_version, kind, namespace, name, "scale")
+        result = self._request(
+            "PATCH",
+            path,
+            body={"spec": {"replicas": replicas}},
             content_type="application/merge-patch+json",
         )
         return result or {}

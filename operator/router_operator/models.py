@@ -28,7 +28,7 @@ from pydantic import (
     field_validator,
 )
 
-from router_operator.autoscaling import AutoscalingSpec
+from router_operator.autoscaling import AutoscalingSpec, AutoscalingStatus
 from router_operator.spec import Rule, StrictSpec
 
 GROUP = "routernet.io"
@@ -693,6 +693,9 @@ class RouterStatus(_Status):
             "The client Service's URL for each listener, as clients dial it:"
             " amqps://HOST:PORT for TLS listeners, amqp://HOST:PORT for the others."
         ),
+    )
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="The autoscaler's view, while spec.autoscaling is set."
     )
 
 
