@@ -163,3 +163,20 @@ def test_the_link_route_examples_plan_cleanly() -> None:
     assert result.warnings == ()
     routes = result.plan.networks["default"].link_routes
     assert [(lr.name, lr.direction) for lr in routes] == [("archive", "out"), ("queues", "both")]
+
+
+def test_the_autoscalers_replicas_replace_the_files_for_autoscaled_routers_only() -> None:
+    files = [str(EXAMPLES / "autoscaling"), str(EXAMPLES / "routers.yaml")]
+    as_written = plan_files(files)
+    assert sorted(as_written.plan.pods()) == [
+        "core-0",
+        "core-1",
+        "core-2",
+        "edge-0",
+        "edge-1",
+        "hub-0",
+    ]
+    # "core" is not autoscaled: a stray entry for it changes nothing.
+    scaled = plan_files(files, autoscaled={"hub": 3, "core": 1})
+    pods = sorted(scaled.plan.pods())
+    assert pods == ["core-0", "core-1", "core-2", "edge-0", "edge-1", "hub-0", "hub-1", "hub-2"]

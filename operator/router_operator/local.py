@@ -25,7 +25,9 @@ The same models validate the files (models.py) and the same planner computes the
   the object and the field (`InvalidInput`).
 
 A telemetry collector per network runs beside the routers (local_collector.py): started after
-them, stopped after them, writing ``<state>/telemetry/``; ``up --no-collector`` runs none.
+them, stopped after them, writing ``<state>/telemetry/``; ``up --no-collector`` runs none. While
+a Router is autoscaled, the autoscaler runs beside them too (local_scaler.py): it sets the
+replicas ``up`` plans with and runs ``up`` again when they change; ``down`` stops it first.
 
 What Kubernetes alone provides is left out: Secrets (a PLAIN listener's users, TLS) are refused
 here, and image, resources and podTemplate are ignored. LinkRoutes are applied as on Kubernetes
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from router.config import RouterConfig
-from router_operator import local_collector
+from router_operator import local_collector, local_scaler
 from router_operator.local_collector import LocalCollector
 from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
 from router_operator.planner import PodPlan
@@ -400,6 +402,8 @@ class Applied:
     collectors: tuple[LocalCollector, ...] = ()
     collector_actions: Mapping[str, str] = field(default_factory=dict)
     """network -> started | restarted (...) | unchanged | stopped (...)"""
+    autoscaler: str | None = None
+    """started | unchanged | stopped, or None: none runs (no Router is autoscaled)"""
 
 
 def up(
@@ -425,12 +429,13 @@ def up(
             files = [str(Path(arg).absolute()) for arg in args]
         else:
             files, args = state.files, [shown_path(f) for f in state.files]
-        planned = plan_files(args, state.resources)
+        planned = plan_files(args, state.resources, local_scaler.replicas(state_dir))
         if sorted(files) != sorted(state.files):
             _check_not_left_out(state_dir, state, planned)
         with _locked(MACHINE_LOCK):
             applied = _run(state_dir, state, files, planned, timeout)
-            return _run_collectors(state_dir, state, applied, collector, timeout)
+            applied = _run_collectors(state_dir, state, applied, collector, timeout)
+            return _run_autoscaler(state_dir, state, applied)
 
 
 def _check_not_left_out(state_dir: Path, state: State, planned: Planned) -> None:
@@ -572,6 +577,22 @@ def _run_collectors(
     )
 
 
+def _run_autoscaler(state_dir: Path, state: State, applied: Applied) -> Applied:
+    """The autoscaler runs while some Router is autoscaled by the operator (local_scaler.py)."""
+    wanted = bool(local_scaler.autoscaled(state.resources))
+    running = local_scaler.running_pid(state_dir) is not None
+    action = None
+    if wanted and not running:
+        local_scaler.start(state_dir)
+        action = "started"
+    elif not wanted and running:
+        local_scaler.stop(state_dir)
+        action = "stopped"
+    elif running:
+        action = "unchanged"
+    return dataclasses.replace(applied, autoscaler=action)
+
+
 def _config(pod: PodPlan) -> RouterConfig:
     assert pod.config is not None
     return pod.config
@@ -649,11 +670,13 @@ def _address_key(entry: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Stopped:
-    """What ``down`` stopped: router pods, those of them killed, collectors (by network)."""
+    """What ``down`` stopped: router pods, those of them killed, collectors (by network), and
+    whether an autoscaler ran."""
 
     routers: list[str]
     killed: list[str]
     collectors: list[str]
+    autoscaler: bool = False
 
 
 def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
@@ -662,6 +685,9 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
     state_dir = state_dir.resolve()
     if not state_dir.is_dir():
         return Stopped([], [], [])
+    # The autoscaler first, so that it starts no router while they stop (and outside the lock:
+    # it may be waiting for it to scale).
+    autoscaler = local_scaler.stop(state_dir)
     with _locked(state_dir / "lock"):
         state = State.load(state_dir) or State()
         # Pid files of pods the state no longer lists (an interrupted `up`) are stopped too.
@@ -680,7 +706,7 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
         networks = local_collector.known_networks(state_dir, state.collectors)
         collectors = [n for n in networks if local_collector.running_pid(state_dir, n)]
         local_collector.stop(state_dir, networks)
-        return Stopped(stopped, killed, collectors)
+        return Stopped(stopped, killed, collectors, autoscaler)
 
 
 CONNECTION_ATTRIBUTES = ["identity", "container", "role", "dir", "host"]
@@ -749,6 +775,7 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
         "files": state.files,
         "routers": routers,
         "collectors": local_collector.status(state_dir, state.collectors),
+        "autoscaler": local_scaler.status(state_dir),
         "addresses": [a for net in networks.values() for a in net["addresses"]],
         "linkRoutes": [lr for net in networks.values() for lr in net["linkRoutes"]],
         "connections": [

@@ -2,7 +2,7 @@
 
     routernet up [--watch] [--no-collector] FILE|DIR...   start it, or apply the files' changes
     routernet status [--json]            routers, endpoints, connections, addresses, collectors
-    routernet down                       stop every router, then the collectors
+    routernet down                       stop the autoscaler, every router, then the collectors
     routernet analyze [--output DIR]     Spark analysis of the network's telemetry (pipeline/)
 
 Exit codes: 0 fine; 1 a router failed to start or stop, or (status) is not running; 2 invalid
@@ -164,6 +164,8 @@ def print_applied(applied: local.Applied) -> None:
     for network, what in applied.collector_actions.items():
         if what == "stopped":
             print(f"telemetry collector of network {network}: stopped")
+    if applied.autoscaler is not None:
+        print(f"autoscaler: {applied.autoscaler}")
     print(f"state, configs and logs: {_shown(applied.state_dir)}")
 
 
@@ -265,6 +267,21 @@ def format_status(report: dict[str, Any]) -> str:
     if rows:
         headers = ["COLLECTOR", "PID", "RECEIVES FROM", "ROUTER", "DATASET", ""]
         lines += ["", _table(headers, rows)]
+    scaler = report["autoscaler"]
+    rows = [
+        [
+            name,
+            str((status.get("autoscaling") or {}).get("desiredReplicas", "-")),
+            _load((status.get("autoscaling") or {}).get("currentLoad") or {}),
+            _last_scale(status),
+        ]
+        for name, status in sorted(scaler["routers"].items())
+    ]
+    if rows:
+        headers = ["AUTOSCALED", "REPLICAS", "LOAD PER ROUTER", "LAST DECISION"]
+        lines += ["", _table(headers, rows)]
+        if not scaler["running"]:
+            lines.append(f"the autoscaler is not running (log: {_shown(Path(scaler['log']))})")
     rows = [
         [
             a["address"],
@@ -281,6 +298,21 @@ def format_status(report: dict[str, Any]) -> str:
         headers = ["ADDRESS", "ROUTER", "DISTRIBUTION", "CONSUMERS", "REMOTE ROUTERS"]
         lines += ["", _table(headers, rows)]
     return "\n".join(lines)
+
+
+def _load(load: dict[str, float]) -> str:
+    return " ".join(f"{name} {value:.4g}" for name, value in sorted(load.items())) or "-"
+
+
+def _last_scale(status: dict[str, Any]) -> str:
+    """When and why the replicas last changed, or why the autoscaler does nothing."""
+    auto = status.get("autoscaling") or {}
+    for condition in status.get("conditions", []):
+        if condition["type"] == "ScalingActive" and condition["status"] == "False":
+            return f"inactive: {condition['message']}"
+    if auto.get("lastScaleTime"):
+        return f"{auto['lastScaleTime']} {auto.get('lastScaleReason', '')}"
+    return "-"
 
 
 def _link_route(route: dict[str, Any]) -> str:
@@ -309,6 +341,8 @@ def down(state_dir: Path, timeout: float) -> int:
     if stopped.collectors:
         names = " ".join(f"collector-{n}" for n in stopped.collectors)
         print(f"{PROG}: then stopped the telemetry collectors: {names}")
+    if stopped.autoscaler:
+        print(f"{PROG}: the autoscaler was stopped first")
     return 0
 
 

@@ -288,9 +288,26 @@ class Planned:
     warnings: tuple[str, ...]
 
 
-def plan_files(args: Sequence[str], applied: Mapping[str, Any] | None = None) -> Planned:
+def _scaled(parsed: adapter.Parsed, autoscaled: Mapping[str, int]) -> adapter.Parsed:
+    router = parsed.model
+    replicas = autoscaled.get(parsed.name)
+    if replicas is None or not isinstance(router, Router) or router.spec.autoscaling is None:
+        return parsed
+    if router.spec.autoscaling.mode != "operator":
+        return parsed
+    spec = router.spec.model_copy(update={"replicas": replicas})
+    return dataclasses.replace(parsed, model=router.model_copy(update={"spec": spec}))
+
+
+def plan_files(
+    args: Sequence[str],
+    applied: Mapping[str, Any] | None = None,
+    autoscaled: Mapping[str, int] | None = None,
+) -> Planned:
     """Reads, validates and plans; raises InvalidInput with every problem. ``applied`` is what
-    the last ``up`` applied (its objects keep their creation time: the older wins conflicts)."""
+    the last ``up`` applied (its objects keep their creation time: the older wins conflicts).
+    ``autoscaled``: replicas the local autoscaler set (local_scaler.py), by Router name; they
+    replace the file's for Routers the operator autoscales, as /scale does on Kubernetes."""
     applied = applied or {}
     namespace, declared = load_resources(args)
     problems = check_local(declared) + check_updates(declared, applied)
@@ -301,6 +318,7 @@ def plan_files(args: Sequence[str], applied: Mapping[str, Any] | None = None) ->
         d.created(applied.get(d.kind, {}).get(d.name, {}).get("created") or now) for d in declared
     ]
     parsed = {kind: [d.parsed for d in declared if d.kind == kind] for kind in KIND_NAMES}
+    parsed["Router"] = [_scaled(p, autoscaled or {}) for p in parsed["Router"]]
     plan = plan_namespace(
         namespace,
         [adapter.router_decl(p, DEFAULT_ROUTER_IMAGE) for p in parsed["Router"]],

@@ -1,0 +1,247 @@
+"""The local backend's autoscaler: the operator's autoscaling (scaler.step) over router
+processes, as a process of its own that `routernet up` starts and `routernet down` stops.
+
+`up` returns at once, so the autoscaler cannot live in it; it runs beside the routers and the
+collectors (`python -m router_operator.local_scaler --state-dir DIR`), while some Router of
+the state directory has `spec.autoscaling.mode: operator`. Every period (the HPA's 15 s, or
+ROUTERNET_AUTOSCALE_SECONDS) it scrapes each such Router's routers at their HTTP endpoints,
+decides with the same code as the operator, and when the replicas change writes them to
+`<state>/autoscaling.json` and runs `up` again: the planner then has more or fewer pods, new
+ones get new 127.0.0.x addresses and join the mesh, leaving ones get SIGTERM and drain (their
+clients' unsettled deliveries settle or come back released, and the clients move to routers
+that stay). `autoscaling.json` holds, per Router, the replicas in force (they replace the
+file's, as /scale does on Kubernetes, across later `up`s too) and the status the operator
+would write: `routernet status` shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router_operator.models import Router, RouterStatus
+from router_operator.scaler import (
+    ABLE_TO_SCALE,
+    SYNC_SECONDS,
+    RouterScaling,
+    fetch_metrics,
+    readings,
+    step,
+)
+from router_operator.terminate import terminate
+
+log = logging.getLogger("router_operator.local_scaler")
+
+STATE_FILE = "autoscaling.json"
+PERIOD_ENV = "ROUTERNET_AUTOSCALE_SECONDS"
+STOP_TIMEOUT = 20.0
+"""Long enough for a scale-in it is in the middle of (routers drain for up to 10 s)."""
+
+
+def state_path(state_dir: Path) -> Path:
+    return state_dir / STATE_FILE
+
+
+def pid_path(state_dir: Path) -> Path:
+    return state_dir / "pids" / "autoscaler.pid"
+
+
+def log_path(state_dir: Path) -> Path:
+    return state_dir / "logs" / "autoscaler.log"
+
+
+def load(state_dir: Path) -> dict[str, dict[str, Any]]:
+    """Router name -> {"replicas": int, "status": RouterStatus JSON}; empty when unreadable
+    (the autoscaler writes it atomically, so that means not written yet)."""
+    try:
+        data = json.loads(state_path(state_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+    routers = data.get("routers") if isinstance(data, dict) else None
+    return routers if isinstance(routers, dict) else {}
+
+
+def replicas(state_dir: Path) -> dict[str, int]:
+    """The replicas the autoscaler set, by Router: what `up` plans with."""
+    return {
+        name: entry["replicas"]
+        for name, entry in load(state_dir).items()
+        if isinstance(entry.get("replicas"), int)
+    }
+
+
+def save(state_dir: Path, routers: Mapping[str, Mapping[str, Any]]) -> None:
+    path = state_path(state_dir)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"routers": routers}, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def autoscaled(resources: Mapping[str, Mapping[str, Any]]) -> list[Router]:
+    """The Routers of a state's resources that the operator's autoscaler scales."""
+    found = []
+    for stored in resources.get("Router", {}).values():
+        router = Router.model_validate(stored["object"])
+        if router.spec.autoscaling is not None and router.spec.autoscaling.mode == "operator":
+            found.append(router)
+    return found
+
+
+# --- the process ------------------------------------------------------------------------------
+
+
+def _is_scaler(pid: int, state_dir: Path) -> bool:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it was ours and has exited
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return "router_operator.local_scaler" in args and str(state_dir) in args
+
+
+def running_pid(state_dir: Path) -> int | None:
+    try:
+        pid = int(pid_path(state_dir).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_scaler(pid, state_dir) else None
+
+
+def start(state_dir: Path) -> int:
+    """Starts it in a session of its own (Ctrl-C in the terminal of `up` does not reach it)."""
+    out_path = log_path(state_dir)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "router_operator.local_scaler", "--state-dir", str(state_dir)]
+    with out_path.open("ab") as out:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=state_dir,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+    path = pid_path(state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(f"{proc.pid}\n")
+    tmp.replace(path)
+    return proc.pid
+
+
+def stop(state_dir: Path, timeout: float = STOP_TIMEOUT) -> bool:
+    """SIGTERM, SIGKILL after `timeout`; whether one was running."""
+    pid = running_pid(state_dir)
+    if pid is not None:
+        terminate({"autoscaler": pid}, lambda _, p: _is_scaler(p, state_dir), timeout)
+    pid_path(state_dir).unlink(missing_ok=True)
+    return pid is not None
+
+
+def status(state_dir: Path) -> dict[str, Any]:
+    pid = running_pid(state_dir)
+    return {
+        "pid": pid,
+        "running": pid is not None,
+        "log": str(log_path(state_dir)),
+        "routers": {name: entry.get("status", {}) for name, entry in load(state_dir).items()},
+    }
+
+
+class LocalScaler:
+    """One pass every `period` over the state directory's autoscaled Routers."""
+
+    def __init__(self, state_dir: Path, period: float) -> None:
+        self.state_dir = state_dir
+        self.period = period
+        self.scaling: dict[str, RouterScaling] = {}
+
+    def run_forever(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                self.tick()
+            except Exception:  # a bad pass (a file being rewritten, say) must not end it
+                log.exception("autoscaling pass failed")
+            time.sleep(max(0.0, self.period - (time.monotonic() - started)))
+
+    def tick(self) -> None:
+        from router_operator import local
+        from router_operator.local_files import InvalidInput
+
+        state = local.State.load(self.state_dir)
+        if state is None:
+            return
+        routers = autoscaled(state.resources)
+        entries = load(self.state_dir)
+        kept: dict[str, dict[str, Any]] = {}
+        for router in routers:
+            name = router.metadata.name
+            entry = entries.get(name, {})
+            current = entry.get("replicas", router.spec.replicas)
+            live = router.model_copy(
+                update={"spec": router.spec.model_copy(update={"replicas": current})}
+            )
+            stored = RouterStatus.model_validate(entry.get("status") or {})
+            urls = {
+                pod: record["httpEndpoint"] + "/metrics"
+                for pod, record in state.pods.items()
+                if record["router"] == name and record.get("httpEndpoint")
+            }
+            texts = asyncio.run(fetch_metrics(urls))
+            scaling = self.scaling.setdefault(name, RouterScaling())
+            now = time.monotonic()
+            result = step(now, datetime.now(UTC), live, stored, scaling, readings(texts))
+            status, in_force = result.status, current
+            if result.replicas is not None:
+                wanted = {"replicas": result.replicas, "status": _dump(status)}
+                save(self.state_dir, {**entries, **kept, name: wanted})  # what `up` plans with
+                try:
+                    local.up(self.state_dir, collector=bool(state.collectors))
+                except (local.LocalError, InvalidInput) as err:
+                    log.error("scaling %s to %d failed: %s", name, result.replicas, err)
+                    message = f"the autoscaler failed to update the replicas: {err}"
+                    status.set_condition(ABLE_TO_SCALE, "False", "FailedUpdateScale", message)
+                else:
+                    in_force = result.replicas
+                    scaling.autoscaler.scaled(now, current, in_force)
+                    auto = status.autoscaling
+                    log.info("Router %s scaled: %s", name, auto and auto.lastScaleReason)
+            kept[name] = {"replicas": in_force, "status": _dump(status)}
+        for gone in set(self.scaling) - set(kept):
+            del self.scaling[gone]
+        save(self.state_dir, kept)
+
+
+def _dump(status: RouterStatus) -> dict[str, Any]:
+    return status.model_dump(mode="json", exclude_none=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="router_operator.local_scaler")
+    parser.add_argument("--state-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    period = float(os.environ.get(PERIOD_ENV) or SYNC_SECONDS)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    log.info("autoscaling the Routers of %s every %g s", args.state_dir, period)
+    LocalScaler(args.state_dir.resolve(), period).run_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
