@@ -23,11 +23,15 @@ def quantile(hist: str, q: float) -> Column:
     from pyspark.sql import functions as F
 
     total = f"aggregate({hist}, 0L, (a, x) -> a + x)"
-    running = (
-        f"transform({hist}, (x, i) -> aggregate(slice({hist}, 1, i + 1), 0L, (a, b) -> a + b))"
+    # One pass carrying the running sum and the position (the goal, q of the total, computed
+    # once in the start value): the 1-based bucket where the sum first reaches the goal in a
+    # bucket that holds a count, 0 if none. O(buckets) per row.
+    hit = (
+        f"aggregate({hist}, named_struct('goal', {q!r}D * {total}, 'run', 0L, 'i', 0, 'hit', 0),"
+        " (a, x) -> named_struct('goal', a.goal, 'run', a.run + x, 'i', a.i + 1, 'hit',"
+        " CASE WHEN a.hit = 0 AND x > 0 AND a.run + x >= a.goal THEN a.i + 1 ELSE a.hit END),"
+        " a -> a.hit)"
     )
-    reached = f"transform({running}, (c, i) -> c >= {q!r}D * {total} AND {hist}[i] > 0)"
-    hit = f"array_position({reached}, true)"
     return F.expr(
         f"CASE WHEN {total} = 0 THEN NULL"
         f" ELSE element_at({_BOUNDS}, CAST(least(greatest({hit}, 1), {_LAST + 1}) AS INT)) END"
