@@ -69,10 +69,12 @@ CLOSED_LINGER_SECONDS = 5.0
 def entering_network(ann: RouterAnnotations) -> RouterAnnotations:
     """A message coming up from an edge enters the interior network here: this router is its
     ingress as far as the other interiors are concerned (multicast valid origins are interior
-    routers), so the edge's ingress annotation is not carried on."""
+    routers), so the edge's ingress annotation is not carried on as such. Telemetry still
+    counts the message as entering at the edge: the edge travels on as `origin`."""
     entered = RouterAnnotations()
     entered.trace, entered.to, entered.phase = ann.trace, ann.to, ann.phase
     entered.sample = ann.sample
+    entered.origin = ann.origin or ann.ingress
     entered.present = ann.present
     return entered
 

@@ -117,6 +117,7 @@ class Message:
                 to=ann.to,
                 phase=ann.phase,
                 sample=self.sample or None,
+                origin=ann.origin,
                 read=self.read,
             )
         return self._annotated
@@ -144,10 +145,17 @@ class Message:
                     to=self.address,
                     phase=ann.phase,
                     sample=sample or None,
+                    origin=ann.origin,
                     read=self.read,
                 )
             cached = self._network = (self.address, data)
         return cached[1]
+
+
+def flow_ingress(ann: RouterAnnotations, me: str) -> str:
+    """Where a message entered the network, for its flow row: the edge it came from (`origin`),
+    else the ingress router, else this one."""
+    return ann.origin or ann.ingress or me
 
 
 # A path toward another router with consumers: (its id, cost, data link, next-hop router id).
@@ -621,7 +629,7 @@ class Forwarder:
         entry.dropped += 1
         flows = self.flows
         if flows is not None:
-            row = flows.row(entry.address, msg.ann.ingress or self.me, False)
+            row = flows.row(entry.address, flow_ingress(msg.ann, self.me), False)
             if fwd is None:
                 row.dropped += 1
             else:
@@ -741,7 +749,7 @@ class Forwarder:
     ) -> None:
         """This router hands a message to a consuming client: it is the egress. Its outcome,
         when one comes, is counted in the same row (`Forward.flow`)."""
-        ingress = msg.ann.ingress or self.me
+        ingress = flow_ingress(msg.ann, self.me)
         row = entry.flows.get(ingress)
         if row is None:
             assert self.flows is not None

@@ -93,6 +93,8 @@ _K_TO = b"\xa3\x0bx-opt-qd.to"
 _K_PHASE = b"\xa3\x0ex-opt-qd.phase"
 _SAMPLE_NAME = b"x-opt-routernet.ingress-ns"  # router.telemetry.schema.SAMPLE_ANNOTATION
 _K_SAMPLE = b"\xa3" + bytes((len(_SAMPLE_NAME),)) + _SAMPLE_NAME
+_ORIGIN_NAME = b"x-opt-routernet.origin"  # router.telemetry.schema.ORIGIN_ANNOTATION
+_K_ORIGIN = b"\xa3" + bytes((len(_ORIGIN_NAME),)) + _ORIGIN_NAME
 _PACK_I64 = struct.Struct(">q").pack
 _MA_MAP8 = b"\x00\x53\x72\xc1"
 _MA_MAP32 = b"\x00\x53\x72\xd1"
@@ -134,7 +136,8 @@ class Scan:
 class RouterAnnotations:
     """The x-opt-qd.* and x-opt-routernet.* message annotations; `present` says whether any
     such key is there. `sample` is the ingress router's clock (ns since the epoch) on a message
-    sampled for transit latency (router/telemetry/).
+    sampled for transit latency, `origin` the edge router a message entered the network at
+    (which the interior it came up to replaces as ingress): both for router/telemetry/.
 
     Values of the wrong AMQP type read as None (as Qpid Dispatch ignores them), yet still count
     as present so that they are stripped rather than forwarded.
@@ -144,6 +147,7 @@ class RouterAnnotations:
         "_routers",
         "_sections",
         "ingress",
+        "origin",
         "phase",
         "present",
         "sample",
@@ -158,6 +162,7 @@ class RouterAnnotations:
         self.to: str | None = None
         self.phase: int | None = None
         self.sample: int | None = None
+        self.origin: str | None = None
         self.present = False
         # The user entries as read (their byte runs, item count), so that rewriting the same
         # message does not split its annotations a second time.
@@ -187,7 +192,12 @@ class RouterAnnotations:
         section = self._sections.get(key)
         if section is None:
             section = self._encode(
-                self.ingress or me, (*(self.trace or ()), me), to, self.phase, self.sample
+                self.ingress or me,
+                (*(self.trace or ()), me),
+                to,
+                self.phase,
+                self.sample,
+                self.origin,
             )
             self._keep(key, section)
         return _splice(buf, s, section)
@@ -196,7 +206,7 @@ class RouterAnnotations:
         """`buf` without router annotations, for a client; `buf` as for `forwarded`."""
         section = self._sections.get(None)
         if section is None:
-            section = self._encode(None, None, None, None, None)
+            section = self._encode(None, None, None, None, None, None)
             self._keep(None, section)
         return _splice(buf, s, section)
 
@@ -207,9 +217,10 @@ class RouterAnnotations:
         to: str | None,
         phase: int | None,
         sample: int | None,
+        origin: str | None,
     ) -> bytes:
         runs, user = self.split or ((), 0)
-        return _section(runs, user, ingress, trace, to, phase, sample)
+        return _section(runs, user, ingress, trace, to, phase, sample, origin)
 
     def _keep(self, key: tuple[str, str] | None, section: bytes) -> None:
         # Bounded: one parse may serve messages to many addresses (EMPTY_ANNOTATIONS serves all).
@@ -609,6 +620,8 @@ def _parse(ma: bytes) -> RouterAnnotations:
                 signed = _INTS.get(ma[v])
                 if signed is not None:
                     found.sample = int.from_bytes(ma[v + 1 : v_end], signed=signed)
+            elif name == _ORIGIN_NAME:
+                found.origin = _decode_str(ma, v, v_end, "x-opt-routernet.origin")
     except _OUT_OF_BOUNDS:
         raise MessageFormatError("truncated") from None
     return found
@@ -655,6 +668,7 @@ def _router_entries(
     to: str | None,
     phase: int | None,
     sample: int | None,
+    origin: str | None,
 ) -> list[bytes]:
     """Encode the router annotations to write, each in its smallest encoding."""
     out: list[bytes] = []
@@ -679,6 +693,8 @@ def _router_entries(
         out += (_K_PHASE, encoded)
     if sample is not None:
         out += (_K_SAMPLE, b"\x81" + _PACK_I64(sample))
+    if origin is not None:
+        out += (_K_ORIGIN, _encode_str(origin))
     return out
 
 
@@ -691,13 +707,14 @@ def _section(
     to: str | None,
     phase: int | None,
     sample: int | None = None,
+    origin: str | None = None,
 ) -> bytes:
     """Encode a message-annotations section: the user entries as they were, then the router's.
 
     Kept, like the parse, because one stream's messages get the same section over and over.
     A section with no entries is empty bytes rather than an empty map.
     """
-    pieces = [*runs, *_router_entries(ingress, trace, to, phase, sample)]
+    pieces = [*runs, *_router_entries(ingress, trace, to, phase, sample, origin)]
     count = user + len(pieces) - len(runs)
     if not count:
         return b""
@@ -718,6 +735,7 @@ def rewrite(
     to: str | None = None,
     phase: int | None = None,
     sample: int | None = None,
+    origin: str | None = None,
     read: RouterAnnotations | None = None,
 ) -> bytes:
     """Return the message with its router annotations replaced by the given ones.
@@ -726,7 +744,7 @@ def rewrite(
     annotations is reused instead of done again.
 
     The new map holds the user annotations, then the given router annotations that are not None
-    (phase only if non-zero; sample is the telemetry stamp). User annotations are copied as
+    (phase only if non-zero; sample and origin are telemetry's). User annotations are copied as
     encoded, so values this module cannot decode survive intact, and every other section is
     copied byte for byte. A map left
     empty is dropped rather than encoded, because an empty section only costs bytes on the wire.
@@ -739,6 +757,7 @@ def rewrite(
         or to is not None
         or bool(phase)
         or sample is not None
+        or origin is not None
     )
     if start != ma_end:
         parsed = read if read is not None and read.split is not None else _annotations(buf, s)
@@ -750,7 +769,7 @@ def rewrite(
     else:
         runs, user = (), 0
     section = _section(
-        runs, user, ingress, None if trace is None else tuple(trace), to, phase, sample
+        runs, user, ingress, None if trace is None else tuple(trace), to, phase, sample, origin
     )
     return _splice(buf, s, section)
 

@@ -18,6 +18,7 @@ from clients import World
 from harness import RouterNetwork, RouterProcess, free_port
 from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
+from test_edge import edge, interior, remote_keys, started
 
 from router.telemetry.schema import (
     SAMPLE_ANNOTATION,
@@ -268,3 +269,51 @@ def test_the_reserved_prefix_is_refused(tmp_path: Path) -> None:
     assert "reserved" in message and "_routernet" in message
     message = config_error({**base, "addresses": [{"pattern": "_routernet/#"}]})
     assert "reserved" in message
+
+
+def test_traffic_entering_at_an_edge_is_counted_from_that_edge(
+    tmp_path: Path, world: World
+) -> None:
+    """E1 -> A -> B (consumer on B) and E1 -> A -> E2: the interior A becomes the message's
+    ingress for the interiors (as in Dispatch), but its flow rows say it entered at E1; a
+    message from a client of A says A. No telemetry annotation reaches a client."""
+    a = interior(tmp_path, "A")
+    b = interior(tmp_path, "B", connect=a)
+    e1 = edge(tmp_path, "E1", [a])
+    e2 = edge(tmp_path, "E2", [a])
+    for router in (a, b, e1, e2):
+        telemetry(router, windowSeconds=0.5, sampleEvery=1)
+    with started(a, b, e1, e2):
+        collector = Collector(world, b.url)
+        at_b = world.connect(b.url).receiver("to.b")
+        at_e2 = world.connect(e2.url).receiver("to.e2")
+        world.run_until(lambda: at_b.attached and at_e2.attached, what="consumers")
+        world.run_until(
+            lambda: remote_keys(world, a).get("M0to.b") == ["B"], timeout=10, what="to.b at A"
+        )
+        from_e1 = world.connect(e1.url)
+        from_a = world.connect(a.url)
+        sent = []
+        for client, address, n in (
+            (from_e1, "to.b", 7),
+            (from_e1, "to.e2", 5),
+            (from_a, "to.b", 3),
+        ):
+            tx = client.sender(address)
+            world.run_until(lambda tx=tx: tx.credit > 0, timeout=10, what=f"credit {address}")
+            tx.send_all(Message(body=i) for i in range(n))
+            sent.append(tx)
+        world.run_until(lambda: all(tx.all_settled() for tx in sent), what="outcomes")
+        expected = {("to.b", "E1", "B"): 7, ("to.e2", "E1", "E2"): 5, ("to.b", "A", "B"): 3}
+
+        def counted() -> bool:
+            flows = collector.flows()
+            return all(flows[key]["accepted"] == n for key, n in expected.items())
+
+        world.run_until(counted, timeout=10, what="flow rows from the edge")
+        flows = collector.flows()
+        ours = {k: v["deliveries"] for k, v in flows.items() if k[0].startswith("to.")}
+        assert {k: n for k, n in ours.items() if n} == expected  # (and management's replies)
+        for message in at_b.messages + at_e2.messages:
+            keys = set((message.annotations or {}).keys())
+            assert not any(str(k).startswith("x-opt-") for k in keys), keys

@@ -38,6 +38,10 @@ TELEMETRY_SUBJECT = f"routernet.telemetry.v{SCHEMA_VERSION}"
 # Router annotation holding the ingress router's clock (ns since the epoch) on sampled
 # messages; stripped toward clients like Dispatch's own x-opt-qd.* annotations.
 SAMPLE_ANNOTATION = "x-opt-routernet.ingress-ns"
+# Router annotation naming the edge router a message entered the network at: the interior it
+# comes up to becomes its x-opt-qd.ingress (as in Dispatch), yet flow records count it from
+# the edge. Stripped toward clients likewise.
+ORIGIN_ANNOTATION = "x-opt-routernet.origin"
 
 Kind = Literal["flow", "router"]
 Type = Literal["string", "int64", "float64", "timestamp_ms", "int64_list"]
