@@ -922,6 +922,11 @@ class FakeApi:
         self.statuses[f"{kind}/{name}"] = dict(status)
         return {}
 
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        return False  # get finds nothing, so nothing is ever there to delete
+
 
 def body(kind: str, name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:
     meta = {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": generation}
