@@ -283,6 +283,9 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
         "persistentvolumeclaims",
     ):
         assert granted[child] == MANAGE, child
+    # Autoscaling modes hpa and keda: applied, read before removal, deleted; never watched.
+    for autoscaler in ("autoscaling/horizontalpodautoscalers", "keda.sh/scaledobjects"):
+        assert granted[autoscaler] == {"get", "create", "patch", "delete"}, autoscaler
     # Watched for the routers' reports; patch only to grant it to each Router's own pods.
     assert granted["pods"] == {"get", "list", "watch", "patch"}
     assert granted["events"] == {"create"}

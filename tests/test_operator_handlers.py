@@ -491,8 +491,12 @@ async def test_the_autoscaler_scales_a_router_out_and_in_on_its_load(cluster: Cl
         assert status["mode"] == "operator"
         assert status["lastScaleReason"].startswith("1 -> 3: ")
         assert "messagesPerSecond 2500/router -> 3" in status["lastScaleReason"]
+
         # The next look scrapes the three pods at their stable DNS names.
-        await eventually(lambda: set(load.scraped[-1]) == {"hub-0", "hub-1", "hub-2"} or None)
+        def three_scraped() -> None:
+            assert load.scraped and set(load.scraped[-1]) == {"hub-0", "hub-1", "hub-2"}
+
+        await eventually(three_scraped)
         assert load.scraped[-1]["hub-2"] == (
             "http://hub-2.hub-peers.msg.svc.cluster.local:9090/metrics"
         )
@@ -921,6 +925,11 @@ class FakeApi:
     ) -> dict[str, Any]:
         self.statuses[f"{kind}/{name}"] = dict(status)
         return {}
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        return False  # get finds nothing, so nothing is ever there to delete
 
 
 def body(kind: str, name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:

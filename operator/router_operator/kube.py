@@ -1,5 +1,5 @@
-"""The Kubernetes API as the reconciler needs it: apply, get and patch status, on any kind, with
-plain dicts.
+"""The Kubernetes API as the reconciler needs it: apply, get, patch status or scale, delete;
+on any kind, with plain dicts.
 
 Why not the generated client's typed APIs: the renderer already produces plain manifests for six
 kinds (more to come, e.g. a Role for config-sync), and status goes to a custom resource's
@@ -45,6 +45,8 @@ PLURALS: dict[tuple[str, str], str] = {
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "horizontalpodautoscalers",
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
     **{(models.API_VERSION, kind.kind_name): kind.plural for kind in models.KINDS},
 }
 """Every kind the operator reads or writes. A table rather than API discovery: discovery costs
@@ -92,6 +94,13 @@ class Api(Protocol):
         self, api_version: str, kind: str, namespace: str, name: str, replicas: int
     ) -> dict[str, Any]:
         """Sets the replicas through the scale subresource, as an HPA does."""
+        ...
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        """Deletes the object, only if its uid is still ``uid`` when given (else 409); False
+        when it does not exist."""
         ...
 
 
@@ -240,6 +249,28 @@ class KubeClient:
             content_type="application/merge-patch+json",
         )
         return result or {}
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        # Background propagation: what the object owns (KEDA's HPA of a ScaledObject) goes by
+        # garbage collection. The uid precondition keeps an object re-created under the same
+        # name since it was read (by someone else) from being deleted in its place.
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            self._request(
+                "DELETE",
+                resource_path(api_version, kind, namespace, name),
+                body=options,
+                content_type="application/json",
+            )
+        except ApiError as err:
+            if err.not_found:
+                return False
+            raise
+        return True
 
     def _request(
         self,

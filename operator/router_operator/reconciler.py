@@ -19,8 +19,11 @@ The work is split in two:
 Children rendered exactly as this process last applied them are not sent again (:class:`Memory`),
 so an Address change writes one ConfigMap per Router; the resync sends everything.
 
-Nothing here deletes anything: children of a deleted Router go with it by garbage collection
-(owner references), so no finalizer is needed and none can deadlock a deletion.
+Nothing here deletes anything but a Router's autoscaler (HorizontalPodAutoscaler or KEDA
+ScaledObject, render_autoscaler.py) that its autoscaling mode no longer wants: two of them, or
+one beside the operator's own, would fight over the replicas. Every other child of a deleted
+Router goes with it by garbage collection (owner references), so no finalizer is needed and none
+can deadlock a deletion.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import logging
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +46,7 @@ from prometheus_client.core import CounterMetricFamily, Metric, SummaryMetricFam
 from router.config import Address as RouterAddress
 from router_operator import adapter
 from router_operator.adapter import Application, Parsed, RouterOutcome
+from router_operator.autoscaling import AutoscalingSpec
 from router_operator.kube import Api, ApiError
 from router_operator.mesh import PodReport, mesh_verdicts
 from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
@@ -50,11 +55,21 @@ from router_operator.planner import (
     DEFAULT_CLUSTER_DOMAIN,
     NamespacePlan,
     NetworkPlan,
+    Problem,
     RouterDecl,
     RouterPlan,
     plan_namespace,
 )
 from router_operator.render import LINK_ROUTES_KEY, RenderError, config_map_name, render_router
+from router_operator.render_autoscaler import (
+    AUTOSCALER_KINDS,
+    DEFAULT_PROMETHEUS_URL,
+    KEDA_KIND,
+    autoscaler_name,
+    controlled_by,
+    render_autoscaler,
+    wanted_kind,
+)
 from router_operator.render_collector import (
     DEFAULT_STORAGE_SIZE,
     CollectorSettings,
@@ -82,12 +97,15 @@ class OperatorConfig:
     collector: CollectorSettings | None = None
     """How to run a telemetry collector per network; None runs none. from_env() turns it on
     unless ROUTERNET_COLLECTOR_ENABLED=false; a config made in code (tests) leaves it off."""
+    prometheus_url: str = DEFAULT_PROMETHEUS_URL
+    """The Prometheus that KEDA's triggers query (Routers with ``autoscaling.mode: keda``): the
+    one scraping the router pods, as KEDA's pods reach it."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
         """ROUTERNET_ROUTER_IMAGE, ROUTERNET_ROUTER_IMAGE_PULL_POLICY, ROUTERNET_CLUSTER_DOMAIN,
-        ROUTERNET_METRICS_PORT, ROUTERNET_COLLECTOR_* (collector_from_env); ValueError names
-        the variable at fault."""
+        ROUTERNET_METRICS_PORT, ROUTERNET_PROMETHEUS_URL, ROUTERNET_COLLECTOR_*
+        (collector_from_env); ValueError names the variable at fault."""
         policy = env.get("ROUTERNET_ROUTER_IMAGE_PULL_POLICY") or None
         if policy is not None and policy not in PULL_POLICIES:
             raise ValueError(
@@ -104,13 +122,32 @@ class OperatorConfig:
         if any(c.isspace() for c in image):
             raise ValueError(f"ROUTERNET_ROUTER_IMAGE={image!r}: an image has no whitespace")
         domain = (env.get("ROUTERNET_CLUSTER_DOMAIN") or "").strip() or DEFAULT_CLUSTER_DOMAIN
+        prometheus = (env.get("ROUTERNET_PROMETHEUS_URL") or "").strip() or DEFAULT_PROMETHEUS_URL
+        if not _is_http_url(prometheus):
+            raise ValueError(
+                f"ROUTERNET_PROMETHEUS_URL={prometheus!r}: expected an http:// or https:// URL"
+                " with a host"
+            )
         return cls(
             router_image=image,
             image_pull_policy=policy,
             cluster_domain=domain,
             metrics_port=port,
             collector=collector_from_env(env, image, policy),
+            prometheus_url=prometheus,
         )
+
+
+def _is_http_url(text: str) -> bool:
+    """Checked at start rather than found out by KEDA at every poll of every ScaledObject."""
+    if any(c.isspace() for c in text):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$")
@@ -171,6 +208,8 @@ class Result:
     unchanged_objects: int = 0
     """Rendered exactly as last applied by this process: not sent again."""
     status_writes: int = 0
+    deleted_objects: int = 0
+    """Autoscalers removed because the Router's autoscaling mode no longer wants them."""
     failures: list[str] = field(default_factory=list)
     transient: bool = False
     """A failure worth retrying as is (connection, conflict, server error)."""
@@ -193,7 +232,14 @@ class Memory:
     """A digest of each child as last applied, by ``<router uid>/<kind>/<name>``. Unchanged
     children are not sent again: an Address change then costs one ConfigMap write per Router
     instead of six writes. Edits made behind the operator's back are put right by the resync,
-    which forgets these digests first, and when a paused Router resumes."""
+    which forgets these digests first, and when a paused Router resumes. An autoscaler kind the
+    Router's mode does not want is recorded as :data:`ABSENT` once it is known to be gone, so
+    that it is looked for again only after a restart, a resync or a pause, or once this process
+    has applied it."""
+
+
+ABSENT = "absent"
+"""In :attr:`Memory.applied`: this child is known not to exist (never a digest: those are hex)."""
 
 
 def _parse_all(
@@ -448,9 +494,125 @@ def _reconcile_router(
         if child["kind"] == "StatefulSet" and isinstance(stored.get("status"), Mapping):
             observed = stored["status"]
     warnings = tuple(p for p in plan.problems if p.reason not in BLOCKING)
+    problem = _reconcile_autoscaler(router, plan, api, config, result, applied)
+    if problem is not None:
+        warnings = (*warnings, problem)
     message = f"children applied for generation {gen}: {desired} router pods configured"
     outcome = RouterOutcome("applied", "Applied", message, gen, desired, endpoints, warnings)
     return outcome, observed
+
+
+def _autoscaling(router: Parsed) -> AutoscalingSpec | None:
+    """The Router's validated `spec.autoscaling` (None for none, or a Router the models
+    refused, which is never rendered anyway)."""
+    spec = getattr(router.model, "spec", None)
+    autoscaling = getattr(spec, "autoscaling", None)
+    return autoscaling if isinstance(autoscaling, AutoscalingSpec) else None
+
+
+def _reconcile_autoscaler(
+    router: Parsed,
+    plan: RouterPlan,
+    api: Api,
+    config: OperatorConfig,
+    result: Result,
+    applied: dict[str, str],
+) -> Problem | None:
+    """Removes the autoscaler kinds the Router's mode does not want, then applies the one it
+    wants (render_autoscaler.py), after the other children: the routers run whatever happens
+    here. Removal comes first and a failed one stops here, so the Router never has two
+    controllers of its replicas (KEDA's webhook would refuse a ScaledObject beside our HPA
+    anyway). A failure is a problem on the Router's status (Ready False, with why) rather than
+    a failed apply: its routers and their configs are in place, and Addresses must not read
+    it as missing them. It is retried like any failure (the reconciler's backoff when transient,
+    the resync otherwise)."""
+    spec = _autoscaling(router)
+    wanted = wanted_kind(spec)
+    name = autoscaler_name(router.name)
+    prefix = f"{router.uid}/"
+    for api_version, kind in AUTOSCALER_KINDS:
+        key = f"{prefix}{kind}/{name}"
+        if (api_version, kind) == wanted or applied.get(key) == ABSENT:
+            continue
+        applied.pop(key, None)
+        try:
+            removed = _remove_autoscaler(api, api_version, kind, router)
+        except ApiError as err:
+            what = f"{kind} {name}"
+            log.warning("namespace %s: removing %s failed: %s", router.namespace, what, err)
+            message = (
+                f"removing {what} failed (the Router's autoscaling mode no longer wants it): {err}"
+            )
+            return _autoscaler_failure(router, result, "AutoscalerNotRemoved", message, err)
+        applied[key] = ABSENT
+        result.deleted_objects += removed
+    obj = render_autoscaler(plan, spec, config.prometheus_url)
+    if obj is None:
+        return None
+    key = f"{prefix}{obj['kind']}/{name}"
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+    if applied.get(key) == digest:
+        result.unchanged_objects += 1
+        return None
+    applied.pop(key, None)
+    try:
+        api.apply(obj)
+    except ApiError as err:
+        what = f"{obj['kind']} {name}"
+        log.warning("namespace %s: applying %s failed: %s", router.namespace, what, err)
+        if obj["kind"] == KEDA_KIND and err.not_found:
+            message = (
+                "KEDA is not installed: the API server has no ScaledObjects"
+                f" ({obj['apiVersion']}) for autoscaling.mode keda; install KEDA, or choose"
+                f" mode hpa or operator ({err})"
+            )
+            return _autoscaler_failure(router, result, "KEDANotInstalled", message, err)
+        message = f"applying {what} failed: {err}"
+        return _autoscaler_failure(router, result, "AutoscalerApplyFailed", message, err)
+    result.applied_objects += 1
+    applied[key] = digest
+    return None
+
+
+def _remove_autoscaler(api: Api, api_version: str, kind: str, router: Parsed) -> bool:
+    """Deletes the Router's autoscaler of this kind if there is one and it is the Router's
+    (controller reference): one a user made under the same name is not the operator's to
+    delete. A kind the API server does not serve (KEDA not installed: 404) or the operator may
+    not read (403; the chart grants get with create, so it cannot have made one) has none."""
+    name = autoscaler_name(router.name)
+    try:
+        found = api.get(api_version, kind, router.namespace, name)
+    except ApiError as err:
+        if err.status != 403:
+            raise
+        log.warning("namespace %s: cannot look for %s %s: %s", router.namespace, kind, name, err)
+        return False
+    if found is None:
+        return False
+    if not controlled_by(found, router.uid):
+        log.info(
+            "namespace %s: %s %s is not Router %s's: left alone",
+            router.namespace,
+            kind,
+            name,
+            router.name,
+        )
+        return False
+    uid = str((found.get("metadata") or {}).get("uid") or "") or None
+    deleted = api.delete(api_version, kind, router.namespace, name, uid=uid)
+    if deleted:
+        log.info("namespace %s: removed %s %s (autoscaling mode)", router.namespace, kind, name)
+    return deleted
+
+
+def _autoscaler_failure(
+    router: Parsed, result: Result, reason: str, message: str, err: ApiError
+) -> Problem:
+    """Counted as the pass's failure (so a transient one is retried with backoff) and returned
+    as a warning for the Router's status (its children are applied; only scaling is amiss)."""
+    result.failures.append(f"Router {router.namespace}/{router.name}: {message}")
+    result.transient |= err.transient
+    return Problem("Router", router.name, reason, message)
 
 
 def _apply_collector(
