@@ -319,17 +319,6 @@ def test_targets_are_quantities_and_floats(value: float, text: str) -> None:
     assert float(text) == value  # KEDA parses the threshold with strconv.ParseFloat
 
 
-def test_a_predicted_floor_raises_min_replicas_within_max() -> None:
-    spec = parsed_spec(autoscaling())
-
-    def min_replicas(floor: int) -> int:
-        hpa = render_autoscaler(router_plan(), spec, floor=floor)
-        assert hpa is not None
-        return int(hpa["spec"]["minReplicas"])
-
-    assert [min_replicas(f) for f in (4, 40, 1)] == [4, 10, 2]  # within [min, max]
-
-
 def test_only_an_object_the_router_controls_is_its_own() -> None:
     plan = router_plan()
     hpa = render_autoscaler(plan, parsed_spec(autoscaling()))

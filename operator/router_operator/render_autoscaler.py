@@ -126,18 +126,15 @@ def render_autoscaler(
     plan: RouterPlan,
     spec: AutoscalingSpec | None,
     prometheus_url: str = DEFAULT_PROMETHEUS_URL,
-    floor: int | None = None,
 ) -> dict[str, Any] | None:
     """The HPA (`mode: hpa`) or ScaledObject (`mode: keda`) for the Router of `plan`; None
-    when the operator scales it itself or nothing does. `floor`: a higher minReplicas for now
-    (a predicted peak), kept within maxReplicas as hpa.py keeps it."""
+    when the operator scales it itself or nothing does."""
     kind = wanted_kind(spec)
     if spec is None or kind is None:
         return None
-    low = max(spec.minReplicas, min(floor or 0, spec.maxReplicas))
     if kind[1] == HPA_KIND:
-        return render_hpa(plan, spec, low)
-    return render_scaled_object(plan, spec, prometheus_url, low)
+        return render_hpa(plan, spec, spec.minReplicas)
+    return render_scaled_object(plan, spec, prometheus_url, spec.minReplicas)
 
 
 def render_hpa(plan: RouterPlan, spec: AutoscalingSpec, min_replicas: int) -> dict[str, Any]:
