@@ -4,10 +4,14 @@
     routernet status [--json]            routers, endpoints, connections, addresses, collectors
     routernet down                       stop the autoscaler, every router, then the collectors
     routernet analyze [--output DIR]     Spark analysis of the network's telemetry (pipeline/)
+    routernet send ADDRESS [--rate R|--ramp SPEC] [--count N] ...   reliable traffic (traffic/)
+    routernet receive ADDRESS [--count N] [--idle S] ...            a consumer on every router
 
-Exit codes: 0 fine; 1 a router failed to start or stop, or (status) is not running; 2 invalid
-files or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state,
-status) with local_files.py (reading, validating and planning the files).
+Exit codes: 0 fine; 1 a router failed to start or stop, (status) is not running, (send) a
+message ended neither accepted nor rejected, (receive) --count was not reached; 2 invalid files
+or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state, status)
+with local_files.py (reading, validating and planning the files); send and receive are
+traffic/.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, NoReturn
 
 from router_operator import local
 from router_operator.local_files import InvalidInput, file_signature
+from router_operator.traffic import cli as traffic
 
 PROG = "routernet"
 WATCH_INTERVAL = 0.5
@@ -101,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--from", dest="start", metavar="ISO")
     analyze.add_argument("--to", dest="end", metavar="ISO")
     analyze.add_argument("--master", default=None, help="Spark master (default local[*])")
+    traffic.add_commands(commands, common)
     return parser
 
 
@@ -118,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return analyze_state_dir(args, PROG)
         if args.command == "status":
             return show_status(args.state_dir, args.json)
+        if args.command == "send":
+            return traffic.send(args, PROG)
+        if args.command == "receive":
+            return traffic.receive(args, PROG)
         return down(args.state_dir, args.timeout)
     except InvalidInput as err:
         for line in err.lines:

@@ -1,0 +1,259 @@
+"""The arguments of ``routernet send`` and ``routernet receive``, their errors and output.
+
+local_cli.py owns the ``routernet`` parser and only adds these subcommands' arguments and calls
+``send``/``receive``; everything else is here. The event loops (sender.py, receiver.py) are
+imported only when a command runs.
+
+Output contract (the autoscaling test and the bench read it): progress lines on stderr, one
+JSON summary line on stdout (and in ``--summary FILE``); exit 0 when every message sent ended
+accepted or rejected (send) or ``--count`` was reached (receive), 1 otherwise, 2 for an error
+found before any traffic (bad URL or ramp, no endpoints), each one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from router_operator.traffic.endpoints import EndpointError, parse_url, state_endpoints
+from router_operator.traffic.rate import RampError, schedule_for
+
+DEFAULT_BODY_SIZE = 100
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 0")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number >= 0")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("address", metavar="ADDRESS", help="the AMQP address (e.g. orders)")
+    parser.add_argument(
+        "--router",
+        metavar="NAME",
+        help="only the pods of this Router of the state dir's network (default: every pod)",
+    )
+    parser.add_argument(
+        "--url",
+        action="append",
+        metavar="URL",
+        help="connect here (amqp://host:port; repeatable) instead of the state dir's routers",
+    )
+    parser.add_argument(
+        "--count", type=_positive_int, metavar="N", help="stop after N distinct messages"
+    )
+    parser.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
+    parser.add_argument(
+        "--summary", type=Path, metavar="FILE", help="also write the JSON summary line here"
+    )
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """``send`` and ``receive`` as subcommands (``commands``: the add_subparsers result;
+    ``common``: the parent parser with ``--state-dir``)."""
+    add_send_arguments(
+        commands.add_parser(
+            "send",
+            parents=[common],
+            help="send messages to ADDRESS through the network until each is accepted",
+            description=(
+                "Unsettled messages with unique ids, at a rate or a ramp, over connections"
+                " spread across the routers (re-read every 2 s); released, modified or lost"
+                " ones are sent again. Prints progress on stderr and a JSON summary on stdout."
+            ),
+        )
+    )
+    add_receive_arguments(
+        commands.add_parser(
+            "receive",
+            parents=[common],
+            help="consume ADDRESS on every router, accepting, counting duplicates",
+            description=(
+                "A consumer link on every router (re-read every 2 s) that accepts every"
+                " message and counts distinct message-ids and duplicates; a JSON summary on"
+                " stdout."
+            ),
+        )
+    )
+
+
+def add_send_arguments(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    pace = parser.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--rate",
+        type=float,
+        metavar="R",
+        help="new messages per second, steady (default 0: as fast as credit allows)",
+    )
+    pace.add_argument(
+        "--ramp",
+        metavar="SPEC",
+        help="msgs/s piecewise-linear over seconds since start: T0:R0,T1:R1,... (e.g."
+        " 0:100,20:3000,60:3000,80:0; ending at rate 0 ends sending there)",
+    )
+    parser.add_argument(
+        "--body-size",
+        type=_natural,
+        default=DEFAULT_BODY_SIZE,
+        metavar="BYTES",
+        help="bytes of body per message (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=_positive_int,
+        metavar="K",
+        help="connections spread round-robin over the routers (default: one per router)",
+    )
+
+
+def add_receive_arguments(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument(
+        "--idle",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="stop after S seconds without a message (default 0: never)",
+    )
+
+
+def _source(args: argparse.Namespace) -> Callable[[], list[str]]:
+    """Where to connect, checked now (EndpointError: the command's one-line error)."""
+    if args.url:
+        if args.router is not None:
+            raise EndpointError("--router picks pods of the state dir's network: not with --url")
+        urls = sorted({parse_url(url) for url in args.url})
+        return lambda: list(urls)
+    state_dir: Path = args.state_dir
+    router: str | None = args.router
+    if not state_endpoints(state_dir, router):
+        whose = f" of Router {router!r}" if router else ""
+        raise EndpointError(
+            f"no router endpoints found: no router{whose} is running in {state_dir}"
+            " (`routernet status`)"
+        )
+    return lambda: state_endpoints(state_dir, router)
+
+
+def send(args: argparse.Namespace, prog: str) -> int:
+    name = f"{prog} send"
+    try:
+        schedule = schedule_for(args.rate, args.ramp)
+        source = _source(args)
+    except RampError as err:
+        what = f"--ramp {args.ramp!r}" if args.ramp is not None else f"--rate {args.rate:g}"
+        return _error(name, f"bad {what}: {err}")
+    except EndpointError as err:
+        return _error(name, str(err))
+    from router_operator.traffic.sender import SendOptions, TrafficSender
+
+    options = SendOptions(
+        address=args.address,
+        source=source,
+        connections=args.connections,
+        count=args.count,
+        duration=args.duration,
+        schedule=schedule,
+        body_size=args.body_size,
+    )
+    sender = TrafficSender(options, _reporter(name))
+    with _stop_on_signals(sender.request_stop):
+        summary = sender.run()
+    if summary.unresolved:
+        _reporter(name)(f"{summary.unresolved} messages neither accepted nor rejected")
+    return _emit(name, summary.record(), args.summary) or (1 if summary.unresolved else 0)
+
+
+def receive(args: argparse.Namespace, prog: str) -> int:
+    name = f"{prog} receive"
+    try:
+        source = _source(args)
+    except EndpointError as err:
+        return _error(name, str(err))
+    from router_operator.traffic.receiver import ReceiveOptions, TrafficReceiver
+
+    options = ReceiveOptions(
+        address=args.address,
+        source=source,
+        count=args.count,
+        duration=args.duration,
+        idle=args.idle,
+    )
+    receiver = TrafficReceiver(options, _reporter(name))
+    with _stop_on_signals(receiver.request_stop):
+        summary = receiver.run()
+    short = args.count is not None and summary.distinct < args.count
+    return _emit(name, summary.record(), args.summary) or (1 if short else 0)
+
+
+def _error(name: str, message: str) -> int:
+    print(f"{name}: {message}", file=sys.stderr)
+    return 2
+
+
+def _reporter(name: str) -> Callable[[str], None]:
+    def report(line: str) -> None:
+        print(f"{name}: {line}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _emit(name: str, record: dict[str, Any], path: Path | None) -> int:
+    """The summary on stdout and in ``path``; 0, or 1 when the file cannot be written."""
+    line = json.dumps(record)
+    print(line, flush=True)
+    if path is not None:
+        try:
+            path.write_text(line + "\n")
+        except OSError as err:
+            print(f"{name}: --summary {path}: {err.strerror or err}", file=sys.stderr)
+            return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the loop to stop (send: finish, then a second one stops at once)
+    instead of raising in the middle of proton's event handling."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
