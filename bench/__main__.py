@@ -1,8 +1,9 @@
 """`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Three suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
+Four suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
 `network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
-router) and `collector` (telemetry records per second into Parquet, through a router). Exits 1
+router, what telemetry costs), `collector` (telemetry records per second into Parquet, through a
+router) and `autoscaling` (time to scale out under load, messages lost scaling in). Exits 1
 if any scenario failed, after still writing what the others measured.
 """
 
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import collector, network, one_router
+from bench import autoscaling, collector, network, one_router
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
 
@@ -22,7 +23,7 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network", "collector")
+SUITES = ("one-router", "network", "collector", "autoscaling")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,13 +77,13 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
-    if suite == "collector":
-        return RESULTS_DIR / "collector.json"
+    if suite in ("collector", "autoscaling"):
+        return RESULTS_DIR / f"{suite}.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
 
 def _markdown(results: dict[str, Any]) -> str:
-    modules = {"network": network, "collector": collector}
+    modules = {"network": network, "collector": collector, "autoscaling": autoscaling}
     return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
 
@@ -104,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         "one-router": [s.name for s in one_router.scenarios(args.via)],
         "network": [*network.SCENARIOS, *network.EXTRA_SCENARIOS],
         "collector": list(collector.SCENARIOS),
+        "autoscaling": list(autoscaling.SCENARIOS),
     }
     by_default = {
+        "autoscaling": list(autoscaling.SCENARIOS),
         "one-router": available["one-router"],
         "network": list(network.SCENARIOS),
         "collector": list(collector.SCENARIOS),
@@ -146,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                 collector.QUICK_RECORDS if args.quick else collector.DEFAULT_RECORDS
             )
             results = collector.run(chosen, records, log_dir=output.parent)
+        elif s == "autoscaling":
+            assert clients is not None
+            results = autoscaling.run(clients, chosen)
         elif s == "one-router":
             assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}
