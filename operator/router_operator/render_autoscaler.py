@@ -133,11 +133,11 @@ def render_autoscaler(
     if spec is None or kind is None:
         return None
     if kind[1] == HPA_KIND:
-        return render_hpa(plan, spec, spec.minReplicas)
-    return render_scaled_object(plan, spec, prometheus_url, spec.minReplicas)
+        return render_hpa(plan, spec)
+    return render_scaled_object(plan, spec, prometheus_url)
 
 
-def render_hpa(plan: RouterPlan, spec: AutoscalingSpec, min_replicas: int) -> dict[str, Any]:
+def render_hpa(plan: RouterPlan, spec: AutoscalingSpec) -> dict[str, Any]:
     metrics = []
     for target, value in _targets(spec):
         name, selector = ADAPTER_METRICS[target]
@@ -155,7 +155,7 @@ def render_hpa(plan: RouterPlan, spec: AutoscalingSpec, min_replicas: int) -> di
         )
     body: dict[str, Any] = {
         "scaleTargetRef": _target_ref(plan),
-        "minReplicas": min_replicas,
+        "minReplicas": spec.minReplicas,
         "maxReplicas": spec.maxReplicas,
         "metrics": metrics,
     }
@@ -171,7 +171,7 @@ def render_hpa(plan: RouterPlan, spec: AutoscalingSpec, min_replicas: int) -> di
 
 
 def render_scaled_object(
-    plan: RouterPlan, spec: AutoscalingSpec, prometheus_url: str, min_replicas: int
+    plan: RouterPlan, spec: AutoscalingSpec, prometheus_url: str
 ) -> dict[str, Any]:
     triggers = [
         {
@@ -188,7 +188,7 @@ def render_scaled_object(
     ]
     body: dict[str, Any] = {
         "scaleTargetRef": _target_ref(plan),
-        "minReplicaCount": min_replicas,
+        "minReplicaCount": spec.minReplicas,
         "maxReplicaCount": spec.maxReplicas,
         "triggers": triggers,
     }
