@@ -6,6 +6,10 @@ peak minute's load, spread over the pods, puts at most `target` msgs/s on each:
 `replicas = max(1, ceil(peak / target))`. The hottest single pod is reported too: far above
 peak/replicas means clients are unevenly spread, which more replicas do not fix.
 
+Per hour of the day (UTC), the same sizing for the peak that hour saw on any day of the range
+(`hourly`): the daily profile with which `autoscaling.predictive` raises a Router's
+minReplicas ahead of a known peak (operator/router_operator/predict.py).
+
 Costs: for each pair of interior routers that traffic crossed directly (ingress and egress
 both interior, so one hop in the mesh), the p50 transit latency over the range; the fastest
 pair costs 1 and the others `round(p50 / fastest p50)`, so routing prefers measured-fast links.
@@ -17,7 +21,9 @@ recommendation.json (what the operator reads):
      "targetMsgsPerSecond": float,
      "routers": [{"name": "core", "role": "interior", "observedReplicas": 3,
                   "peakMsgsPerSecond": float, "peakPodMsgsPerSecond": float,
-                  "replicas": 2}],
+                  "replicas": 2,
+                  "hourly": [{"hour": 0..23 (UTC), "peakMsgsPerSecond": float,
+                              "replicas": int}]}],
      "connections": [{"from": "core-0", "to": "core-1", "latencyP50Us": float,
                       "latencyP95Us": float, "samples": int, "cost": 1}]}
 
@@ -42,15 +48,14 @@ from pipeline.load import load_per_minute
 from pipeline.totals import deduplicate
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 DEFAULT_TARGET = 5_000.0
 GROUP = "router_group"
 
 
-def router_replicas(per_minute: DataFrame, target: float) -> DataFrame:
-    """Per Router (pod-name prefix): role, pods seen, peak total and per-pod msgs/s,
-    recommended replicas."""
+def _grouped(per_minute: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The pods with their Router's name, and per (Router, minute) its total and hottest pod."""
     from pyspark.sql import functions as F
 
     load = F.greatest("in_per_s", "out_per_s")
@@ -59,6 +64,47 @@ def router_replicas(per_minute: DataFrame, target: float) -> DataFrame:
     per_group_minute = pods.groupBy(GROUP, "minute").agg(
         F.sum(load).alias("total"), F.max(load).alias("pod")
     )
+    return pods, per_group_minute
+
+
+def _replicas(peak: Column, target: float) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.greatest(F.lit(1), F.ceil(peak / F.lit(target))).cast("int")
+
+
+def hourly_replicas(per_minute: DataFrame, target: float) -> DataFrame:
+    """Per Router and hour of the day (UTC): the peak msgs/s that hour saw on any day of the
+    range, and the replicas it needs: the daily profile predictive autoscaling reads."""
+    from pyspark.sql import functions as F
+
+    _, per_group_minute = _grouped(per_minute)
+    return (
+        per_group_minute.groupBy(F.col(GROUP).alias("name"), F.hour("minute").alias("hour"))
+        .agg(F.max("total").alias("peakMsgsPerSecond"))
+        .withColumn("replicas", _replicas(F.col("peakMsgsPerSecond"), target))
+        .orderBy("name", "hour")
+    )
+
+
+def sized(per_minute: DataFrame, target: float) -> list[dict[str, Any]]:
+    """recommendation.json's `routers`: router_replicas with each Router's hourly profile."""
+    replicas = [r.asDict() for r in router_replicas(per_minute, target).collect()]
+    hourly: dict[str, list[dict[str, Any]]] = {}
+    for row in hourly_replicas(per_minute, target).collect():
+        entry = row.asDict()
+        hourly.setdefault(entry.pop("name"), []).append(entry)
+    for r in replicas:
+        r["hourly"] = hourly.get(r["name"], [])
+    return replicas
+
+
+def router_replicas(per_minute: DataFrame, target: float) -> DataFrame:
+    """Per Router (pod-name prefix): role, pods seen, peak total and per-pod msgs/s,
+    recommended replicas."""
+    from pyspark.sql import functions as F
+
+    pods, per_group_minute = _grouped(per_minute)
     peaks = per_group_minute.groupBy(GROUP).agg(
         F.max("total").alias("peakMsgsPerSecond"), F.max("pod").alias("peakPodMsgsPerSecond")
     )
@@ -73,9 +119,7 @@ def router_replicas(per_minute: DataFrame, target: float) -> DataFrame:
             "observedReplicas",
             "peakMsgsPerSecond",
             "peakPodMsgsPerSecond",
-            F.greatest(F.lit(1), F.ceil(F.col("peakMsgsPerSecond") / F.lit(target)))
-            .cast("int")
-            .alias("replicas"),
+            _replicas(F.col("peakMsgsPerSecond"), target).alias("replicas"),
         )
         .orderBy("name")
     )
@@ -166,7 +210,7 @@ def compute(
     found = check_dataset(dataset, time_range)
     router = deduplicate(read(spark, found["router"], "router", time_range, ROUTER_COLUMNS))
     per_minute = load_per_minute(router)
-    replicas = [r.asDict() for r in router_replicas(per_minute, target).collect()]
+    replicas = sized(per_minute, target)
     modes = router.select("router", "mode")
     costs: list[dict[str, Any]] = []
     if found["flow"]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline import PipelineError
 from pipeline.dataset import TimeRange, spark_schema
-from pipeline.recommend import DEFAULT_TARGET, recommendation, router_replicas
+from pipeline.recommend import DEFAULT_TARGET, recommendation, sized
 
 WATERMARK = "2 minutes"
 
@@ -87,8 +87,7 @@ class _Sink:
             (F.col("deliveries_in") / F.col("seconds")).alias("in_per_s"),
             (F.col("deliveries_out") / F.col("seconds")).alias("out_per_s"),
         )
-        replicas = [r.asDict() for r in router_replicas(per_minute, self.target).collect()]
-        rec = recommendation(replicas, [], self.target, TimeRange())
+        rec = recommendation(sized(per_minute, self.target), [], self.target, TimeRange())
         rec["batch"] = batch_id
         out = self.output / "recommendation.json"
         out.with_suffix(".tmp").write_text(json.dumps(rec, indent=2) + "\n")

@@ -283,6 +283,18 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
         router(
             {
                 "autoscaling": {
+                    "maxReplicas": 3,
+                    "targets": {"connections": 100},
+                    "predictive": True,
+                }
+            }
+        ),
+    ),
+    (
+        Router,
+        router(
+            {
+                "autoscaling": {
                     "mode": "hpa",
                     "minReplicas": 2,
                     "maxReplicas": 2,
@@ -442,6 +454,20 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
         "autoscaling.targets needs at least one of",
     ),
     (Router, router({"autoscaling": {"targets": {"connections": 9}}}), None),
+    (
+        Router,
+        router(
+            {
+                "autoscaling": {
+                    "mode": "keda",
+                    "maxReplicas": 2,
+                    "targets": {"connections": 9},
+                    "predictive": True,
+                }
+            }
+        ),
+        "autoscaling.predictive needs mode operator",
+    ),
     (Router, router({"autoscaling": {"maxReplicas": 2, "targets": {"connections": 0}}}), None),
     (
         Router,

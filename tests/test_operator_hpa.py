@@ -178,3 +178,10 @@ def test_bad_autoscaling_is_refused_with_a_clear_message(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         spec(**fields)
+
+
+def test_a_floor_raises_min_replicas_for_a_predicted_peak_but_not_past_max() -> None:
+    assert Autoscaler().decide(0, spec(maxReplicas=4), 1, mps(10, 1), floor=3).replicas == 3
+    assert Autoscaler().decide(0, spec(maxReplicas=4), 1, mps(10, 1), floor=9).replicas == 4
+    # Above the floor the load still decides.
+    assert Autoscaler().decide(0, spec(), 2, mps(2000, 2), floor=2).replicas == 4

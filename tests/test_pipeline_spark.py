@@ -234,6 +234,10 @@ def test_recommend_shape(spark: Any, dataset: Path) -> None:
     assert routers["hub"]["peakMsgsPerSecond"] == pytest.approx(3.0)
     assert routers["hub"]["replicas"] == 2  # ceil(3 / 2)
     assert routers["edge"]["replicas"] == 1
+    # The daily profile predictive autoscaling reads: only the hour the load was seen in.
+    assert routers["hub"]["hourly"] == [
+        {"hour": HOUR.hour, "peakMsgsPerSecond": pytest.approx(3.0), "replicas": 2}
+    ]
     assert rec["connections"] == []  # no interior-to-interior traffic here
     import yaml
 
@@ -253,3 +257,5 @@ def test_stream_once(spark: Any, dataset: Path, tmp_path: Path) -> None:
     assert load["hub-0"]["deliveries_in"] == 180  # the duplicate dropped
     rec = json.loads((tmp_path / "recommendation.json").read_text())
     assert {r["name"]: r["replicas"] for r in rec["routers"]} == {"hub": 2, "edge": 1}
+    hourly = {r["name"]: [(h["hour"], h["replicas"]) for h in r["hourly"]] for r in rec["routers"]}
+    assert hourly == {"hub": [(HOUR.hour, 2)], "edge": [(HOUR.hour, 1)]}

@@ -90,6 +90,12 @@ class AutoscalingSpec(StrictSpec):
             holds=lambda s: s.minReplicas <= s.maxReplicas,
         ),
         Rule(
+            rule="!has(self.predictive) || !self.predictive || !has(self.mode)"
+            " || self.mode == 'operator'",
+            message="autoscaling.predictive needs mode operator (the operator's own autoscaler)",
+            holds=lambda s: not s.predictive or s.mode == "operator",
+        ),
+        Rule(
             rule=(
                 "has(self.targets.messagesPerSecond) || has(self.targets.connections)"
                 " || has(self.targets.unsettledDeliveries)"
@@ -122,6 +128,14 @@ class AutoscalingSpec(StrictSpec):
     targets: AutoscalingTargets = Field(description="Average per-router load to keep.")
     behavior: ScalingBehavior | None = Field(
         default=None, description="How fast to scale each way, as an HPA's behavior."
+    )
+    predictive: bool = Field(
+        default=False,
+        description=(
+            "Keep the replicas the pipeline's recommendation (ConfigMap"
+            " routernet-recommendation-<network>) gives for each hour of the day from 10"
+            " minutes before that hour: routers are up before a known daily peak. Mode operator."
+        ),
     )
 
 
@@ -177,6 +191,12 @@ class AutoscalingStatus(BaseModel):
         default=None,
         ge=0,
         description="What the load alone asks for, before stabilization and rate limits.",
+    )
+    predictedMinReplicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="What the recommendation's hourly profile asks for now (predict.py);"
+        " a floor only with predictive.",
     )
     lastScaleTime: datetime | None = Field(default=None, description="When replicas changed.")
     lastScaleReason: str | None = Field(default=None, description="Why, for people.")

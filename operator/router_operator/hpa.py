@@ -88,10 +88,12 @@ class Autoscaler:
         spec: AutoscalingSpec,
         current: int,
         load: Mapping[str, Measurement],
+        floor: int | None = None,
     ) -> Decision:
         """The replicas for a Router that has `current` now and whose routers report `load`
-        (per target name)."""
-        low = spec.minReplicas
+        (per target name). `floor`: a higher minReplicas for now (a predicted peak,
+        predict.py), never above maxReplicas."""
+        low = max(spec.minReplicas, min(floor or 0, spec.maxReplicas))
         high = spec.maxReplicas
         averages = {name: m.total / m.routers for name, m in load.items() if m.routers > 0}
         if current == 0:

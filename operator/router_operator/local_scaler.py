@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from router_operator import predict
 from router_operator.models import Router, RouterStatus
 from router_operator.scaler import (
     ABLE_TO_SCALE,
@@ -45,6 +46,8 @@ from router_operator.terminate import terminate
 log = logging.getLogger("router_operator.local_scaler")
 
 STATE_FILE = "autoscaling.json"
+RECOMMENDATION = Path("analysis") / predict.CONFIG_MAP_KEY
+"""Where `python -m pipeline recommend <state>/telemetry --output <state>/analysis` writes."""
 PERIOD_ENV = "ROUTERNET_AUTOSCALE_SECONDS"
 STOP_TIMEOUT = 20.0
 """Long enough for a scale-in it is in the middle of (routers drain for up to 10 s)."""
@@ -205,7 +208,10 @@ class LocalScaler:
             texts = asyncio.run(fetch_metrics(urls))
             scaling = self.scaling.setdefault(name, RouterScaling())
             now = time.monotonic()
-            result = step(now, datetime.now(UTC), live, stored, scaling, readings(texts))
+            recommendation = predict.parse(_read(self.state_dir / RECOMMENDATION))
+            result = step(
+                now, datetime.now(UTC), live, stored, scaling, readings(texts), recommendation
+            )
             status, in_force = result.status, current
             if result.replicas is not None:
                 wanted = {"replicas": result.replicas, "status": _dump(status)}
@@ -225,6 +231,13 @@ class LocalScaler:
         for gone in set(self.scaling) - set(kept):
             del self.scaling[gone]
         save(self.state_dir, kept)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 def _dump(status: RouterStatus) -> dict[str, Any]:

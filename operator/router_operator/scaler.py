@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from router_operator import adapter
+from router_operator import adapter, predict
 from router_operator.autoscaling import AutoscalingStatus
 from router_operator.hpa import Autoscaler, Decision
 from router_operator.kube import Api, ApiError
@@ -82,15 +82,19 @@ def step(
     stored: RouterStatus,
     scaling: RouterScaling,
     scraped: Mapping[str, Reading | None],
+    recommendation: Mapping[str, Any] | None = None,
 ) -> Step:
     """Decides for `router` (with the status `stored`) from its pods' readings, and the status
     that says so: `status.autoscaling` and the HPA's three conditions. `now` is monotonic
-    seconds (the HPA's windows), `wall` the time conditions and lastScaleTime show."""
+    seconds (the HPA's windows), `wall` the time conditions and lastScaleTime show (and the hour
+    of the day `recommendation`'s profile is read at, predict.py)."""
     spec = router.spec.autoscaling
     assert spec is not None and spec.mode == "operator"
     current = router.spec.replicas
     load = scaling.tracker.measure(now, scraped)
-    decision = scaling.autoscaler.decide(now, spec, current, load)
+    predicted = predict.predicted_min(recommendation, router.metadata.name, wall)
+    floor = predicted if spec.predictive else None
+    decision = scaling.autoscaler.decide(now, spec, current, load, floor)
     status = stored.model_copy(deep=True)
     previous = status.autoscaling
     auto = AutoscalingStatus(
@@ -99,6 +103,7 @@ def step(
         routersMeasured=sum(1 for r in scraped.values() if r is not None),
         desiredReplicas=decision.replicas if decision.replicas is not None else current,
         recommendedReplicas=decision.recommendation,
+        predictedMinReplicas=predicted,
         lastScaleTime=previous.lastScaleTime if previous else None,
         lastScaleReason=previous.lastScaleReason if previous else None,
     )
@@ -228,8 +233,9 @@ class Scaler:
             for i in range(current)
         }
         texts = await self._fetch(urls)
-        now, wall = time.monotonic(), datetime.now(UTC)
-        result = step(now, wall, router, stored, scaling, readings(texts))
+        now, wall = time.monotonic(), datetime.now(UTC)  # when the counters were read
+        recommendation = await self._recommendation(namespace, router.spec.network)
+        result = step(now, wall, router, stored, scaling, readings(texts), recommendation)
         if result.replicas is not None:
             try:
                 await asyncio.to_thread(
@@ -255,6 +261,16 @@ class Scaler:
                 result.status.autoscaling and result.status.autoscaling.lastScaleReason,
             )
         await self._write_status(parsed, result.status)
+
+    async def _recommendation(self, namespace: str, network: str) -> dict[str, Any] | None:
+        """The network's recommendation ConfigMap (predict.py), if there is one."""
+        name = predict.config_map_name(network)
+        try:
+            found = await asyncio.to_thread(self.api.get, "v1", "ConfigMap", namespace, name)
+        except ApiError as err:
+            log.warning("reading ConfigMap %s/%s: %s", namespace, name, err)
+            return None
+        return predict.parse(((found or {}).get("data") or {}).get(predict.CONFIG_MAP_KEY))
 
     async def _write_status(self, parsed: adapter.Parsed, status: RouterStatus) -> None:
         patch = adapter.status_patch(parsed.body.get("status"), status)
