@@ -56,7 +56,7 @@ from router_operator import local_collector, local_scaler
 from router_operator.local_collector import LocalCollector
 from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
 from router_operator.planner import PodPlan
-from router_operator.terminate import terminate
+from router_operator.terminate import exited, terminate
 
 DEFAULT_STATE_DIR = ".routernet"
 STATE_VERSION = 1
@@ -345,12 +345,18 @@ def _log_tail(state_dir: Path, pod: str, lines: int = 3) -> str:
     return " | ".join(line for line in text.strip().splitlines()[-lines:])
 
 
-def _wait_listening(state_dir: Path, pods: Sequence[LocalPod], timeout: float) -> None:
+def _wait_listening(
+    state_dir: Path, pods: Sequence[LocalPod], spawned: Mapping[str, int], timeout: float
+) -> None:
+    """Until every pod listens on every port. A router just `spawned` (pod -> pid) is asked
+    whether it exited rather than recognised by its command line, which is still ours until
+    its exec."""
     pending = [(pod, port) for pod in pods for port in pod.ports]
     deadline = time.monotonic() + timeout
     while pending:
         pod, port = pending[0]
-        if running_pid(state_dir, pod.name) is None:
+        pid = spawned.get(pod.name)
+        if exited(pid) if pid is not None else running_pid(state_dir, pod.name) is None:
             raise LocalError(
                 f"router {pod.name} exited during start-up; its log"
                 f" ({log_path(state_dir, pod.name)}) ends: {_log_tail(state_dir, pod.name)}"
@@ -528,11 +534,12 @@ def _run(
         if pod.name in running and pod.name not in restart:
             change = describe_change(old_config or {}, pod.config)
             actions[pod.name] = f"updated ({change})" if change else "unchanged"
+    spawned = {}
     for pod in pods:
         if running_pid(state_dir, pod.name) is None:
-            _spawn(state_dir, pod.name)
+            spawned[pod.name] = _spawn(state_dir, pod.name)
             actions.setdefault(pod.name, "started")
-    _wait_listening(state_dir, pods, timeout)
+    _wait_listening(state_dir, pods, spawned, timeout)
     addresses = tuple(a for net in state.networks.values() for a in net["addresses"])
     routes = tuple(lr for net in state.networks.values() for lr in net["linkRoutes"])
     return Applied(

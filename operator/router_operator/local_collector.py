@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from router_operator.terminate import terminate
+from router_operator.terminate import exited, terminate
 
 COLLECTOR_DIR = "collector"
 DATASET_DIR = "telemetry"
@@ -181,7 +181,7 @@ def wait_attached(
             text = log.read_text(errors="replace")[offset:]
             if ATTACHED_EVENT in text:
                 break
-            if _exited(pid):
+            if exited(pid):
                 last = text.strip().splitlines()[-1:] or ["(empty)"]
                 raise RuntimeError(
                     f"collector of network {c.network} exited; its log ends: {last[0]}"
@@ -192,16 +192,6 @@ def wait_attached(
                     f" {timeout:g} s; see {log}"
                 )
             time.sleep(0.05)
-
-
-def _exited(pid: int) -> bool:
-    """Whether our child ``pid`` has exited (reaping it). /proc is no help just after the fork:
-    until the exec the child's command line is ours."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return not Path(f"/proc/{pid}").exists()
-    return done == pid
 
 
 def stop(state_dir: Path, networks: Sequence[str], timeout: float = STOP_TIMEOUT) -> list[str]:

@@ -1,4 +1,5 @@
-"""Stopping processes this machine's network started: SIGTERM, a grace period, SIGKILL.
+"""Stopping processes this machine's network started: SIGTERM, a grace period, SIGKILL; and
+telling whether one just started has already exited.
 
 Shared by the routers and the telemetry collectors of the local backend, which differ only in
 how a pid is recognised as still theirs (/proc shows the command line: a recycled pid is never
@@ -12,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 KILL_WAIT = 5.0  # seconds a SIGKILLed process may take to go
 
@@ -39,3 +41,13 @@ def terminate(
     while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     return sorted(killed), alive()
+
+
+def exited(pid: int) -> bool:
+    """Whether our child ``pid`` has exited (reaping it). /proc is no help just after the fork:
+    until the exec the child's command line is ours."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return not Path(f"/proc/{pid}").exists()
+    return done == pid
