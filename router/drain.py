@@ -18,11 +18,7 @@ On the first SIGTERM or SIGINT the router drains before it closes. It:
   senders, inter-router and edge links keep their credit, management still answers on links
   already attached.
 
-It waits until no delivery it holds is unsettled, none waits for a consumer's credit and no
-client sender that still holds credit has sent anything for ``QUIET_SECONDS`` (a transfer sent
-on credit given before the drain may be on the wire: closing then would leave it unsettled at
-its sender, for it to resend; a sender that keeps sending uses its credit up, and one that
-stopped is quiet), at most
+It waits until no delivery it holds is unsettled and none waits for a consumer's credit, at most
 ``router.drainTimeoutSeconds`` (``--drain-seconds``), or until a second SIGTERM/SIGINT; then the
 engine's `shutdown` releases whatever is left to its senders and closes every connection.
 Logs: ``router.draining`` (what it holds), ``router.drained`` (why the wait ended, what is left).
@@ -43,7 +39,6 @@ import time
 from typing import TYPE_CHECKING
 
 from router.log import get_logger
-from router.pn import lib
 from router.telemetry.schema import TELEMETRY_ADDRESS
 
 if TYPE_CHECKING:
@@ -57,8 +52,6 @@ DRAINING_ERROR = "amqp:link:detach-forced"
 CHECK_SECONDS = 0.02
 # Connection roles whose new links are refused while draining: clients, not other routers.
 CLIENT_ROLES = frozenset({"normal", "route-container"})
-# How long client senders with credit in hand must have sent nothing before the drain ends.
-QUIET_SECONDS = 0.1
 
 
 def refuses(router: Router, role: str) -> bool:
@@ -81,15 +74,6 @@ def outstanding(router: Router) -> tuple[int, int]:
     return unsettled, queued
 
 
-def credit_in_hand(router: Router) -> dict[int, int]:
-    """Credit clients' senders hold (by link), which a transfer on its way would change."""
-    return {
-        id(link): credit
-        for link in router.links.values()
-        if link.incoming and link.kind == "endpoint" and (credit := lib.pn_link_credit(link.pn)) > 0
-    }
-
-
 class Drain:
     """One drain, from the first signal to the moment the engine shuts down."""
 
@@ -101,8 +85,6 @@ class Drain:
         self.next_check = 0.0
         self.left = (0, 0)
         self.reason = ""
-        self.credit: dict[int, int] = {}
-        self.quiet_since = now
 
     def begin(self) -> None:
         router = self.router
@@ -157,10 +139,7 @@ class Drain:
         if now >= self.next_check or now >= self.deadline:
             self.next_check = now + CHECK_SECONDS
             self.left = outstanding(router)
-            credit = credit_in_hand(router)
-            if credit != self.credit:
-                self.credit, self.quiet_since = credit, now
-            if not any(self.left) and now - self.quiet_since >= QUIET_SECONDS:
+            if not any(self.left):
                 self.reason = "settled"
                 return False
             if now >= self.deadline:
