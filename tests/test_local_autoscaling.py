@@ -27,13 +27,14 @@ spec:
   autoscaling:
     minReplicas: 1
     maxReplicas: 3
-    targets: {messagesPerSecond: 300}
+    targets: {messagesPerSecond: 100}
     behavior:
       scaleDown: {stabilizationWindowSeconds: 4}
 """
-# msgs/s over seconds: up to 1,500 (5x the target on one router), held, then down to 100 and
-# held while the routers that are no longer needed drain and go.
-RAMP = "0:300,3:1500,14:1500,16:100,34:100"
+# msgs/s over seconds: up to 500 (5x the target on one router), held, then down to 30 and held
+# while the routers that are no longer needed drain and go. Small rates: the test shares two
+# cores with the others, whose timers must not starve.
+RAMP = "0:100,3:500,14:500,16:30,34:30"
 SEND_SECONDS = 34
 
 
@@ -139,6 +140,6 @@ def test_a_router_scales_out_and_back_in_losing_nothing(tmp_path: Path) -> None:
     assert scaled_in and scaled_in[0] < SEND_SECONDS, timeline
     out, got = summary(sent), summary(received)
     assert out["unresolved"] == 0 and out["rejected"] == 0, out
-    assert out["accepted"] == out["sent"] > 10_000, out
+    assert out["accepted"] == out["sent"] > 5_000, out
     assert got["distinct"] == out["sent"], (got, out)
     assert got["duplicates"] == 0, got
