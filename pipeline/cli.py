@@ -14,11 +14,12 @@ pyspark is imported only inside the commands that start Spark, so importing this
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline import PipelineError
 
@@ -230,11 +231,35 @@ MATRIX_COLUMNS = (
 )
 
 
+DYNAMIC = re.compile(r"^_(topo/[^/]+/[^/]+|edge/[^/]+)/temp\.")
+"""Dynamic reply addresses: one per requester link (management tools' included), so a row
+each would bury the addresses users named; the printed table folds them per path."""
+DYNAMIC_SHOWN = "(dynamic reply addresses)"
+
+
+def fold_dynamic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows to dynamic reply addresses summed per (ingress, egress); the others as they are."""
+    kept: list[dict[str, Any]] = []
+    folded: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for row in rows:
+        if not DYNAMIC.match(row["address"]):
+            kept.append(row)
+            continue
+        key = (row["ingress_router"], row["egress_router"])
+        into = folded.get(key)
+        if into is None:
+            folded[key] = {**row, "address": DYNAMIC_SHOWN}
+        else:
+            for column in MATRIX_COLUMNS[3:]:
+                into[column] += row[column]
+    return kept + list(folded.values())
+
+
 def matrix_table(table: pa.Table) -> str:
-    """The traffic matrix as an aligned text table, busiest paths first; egress '-' is what
-    reached no consumer."""
+    """The traffic matrix as an aligned text table, busiest paths first, dynamic reply
+    addresses folded per path; egress '-' is what reached no consumer."""
     rows = sorted(
-        table.select(list(MATRIX_COLUMNS)).to_pylist(),
+        fold_dynamic(table.select(list(MATRIX_COLUMNS)).to_pylist()),
         key=lambda r: (-r["deliveries"], r["address"]),
     )[:MATRIX_SHOWN]
     cells = [[c.upper().replace("_ROUTER", "") for c in MATRIX_COLUMNS]] + [

@@ -115,3 +115,41 @@ def test_routernet_does_not_import_pyspark() -> None:
     code = "import router_operator.local_cli, sys; print('pyspark' in sys.modules)"
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert ran.stdout.strip() == "False", ran.stderr
+
+
+def test_the_printed_matrix_folds_dynamic_reply_addresses_per_path() -> None:
+    import pyarrow as pa
+
+    from pipeline.cli import DYNAMIC_SHOWN, matrix_table
+
+    def row(ingress: str, egress: str | None, address: str, n: int) -> dict[str, object]:
+        return {
+            "ingress_router": ingress,
+            "egress_router": egress,
+            "address": address,
+            "deliveries": n,
+            "bytes": 10 * n,
+            "accepted": n,
+            "released": 0,
+            "rejected": 0,
+            "modified": 0,
+        }
+
+    table = pa.Table.from_pylist(
+        [
+            row("A", "B", "orders", 5),
+            row("A", "A", "_topo/0/A/temp.x1", 3),
+            row("A", "A", "_topo/0/A/temp.x2", 4),
+            row("E", "E", "_edge/E/temp.y", 2),
+            row("A", "A", "_topo/0/A/not-temp", 1),  # a name, not a dynamic one
+        ]
+    )
+    lines = [line.split() for line in matrix_table(table).splitlines()]
+    assert lines[0][:3] == ["INGRESS", "EGRESS", "ADDRESS"]
+    shown = {(r[0], r[1], " ".join(r[2:-6])): r[-6] for r in lines[1:]}
+    assert shown == {
+        ("A", "A", DYNAMIC_SHOWN): "7",
+        ("A", "B", "orders"): "5",
+        ("E", "E", DYNAMIC_SHOWN): "2",
+        ("A", "A", "_topo/0/A/not-temp"): "1",
+    }

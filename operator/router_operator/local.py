@@ -705,9 +705,13 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
         # The routers collectors receive from go last: every router sends its window so far
         # as it starts to drain, and a collector's own router, draining too, would withdraw
         # the collector's address from the network before the others' records got there.
+        # Edges first, for the same reason: an edge's last window goes up through its uplink
+        # interior, which must still be there to pass it on.
         last = {record.get("router") for record in state.collectors.values()} & pods
+        edges = {name for name in pods if state.pods.get(name, {}).get("mode") == "edge"} - last
         killed = sorted(
-            stop_pods(state_dir, sorted(pods - last), timeout)
+            stop_pods(state_dir, sorted(edges), timeout)
+            + stop_pods(state_dir, sorted(pods - edges - last), timeout)
             + stop_pods(state_dir, sorted(last), timeout)
         )
         networks = local_collector.known_networks(state_dir, state.collectors)
