@@ -80,19 +80,19 @@ def _replicas(state: Path) -> int | None:
 def scale_out_in(work: Path) -> dict[str, Any]:
     state = work / "state"
     (work / "hub.yaml").write_text(ROUTER)
-    up = subprocess.run(
-        _routernet("up", "--no-collector", "--state-dir", str(state), str(work / "hub.yaml")),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if up.returncode != 0:
-        raise BenchError(f"routernet up: {up.stderr.strip()}")
     end = HIGH_SECONDS + LOW_SECONDS
     ramp = f"0:{HIGH},{HIGH_SECONDS}:{HIGH},{HIGH_SECONDS + 1}:{LOW},{end}:{LOW}"
     sent, received = work / "sent.json", work / "received.json"
     procs: list[subprocess.Popen[bytes]] = []
-    try:
+    try:  # `down` whatever happens: a failed `up` may have started routers too
+        up = subprocess.run(
+            _routernet("up", "--no-collector", "--state-dir", str(state), str(work / "hub.yaml")),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if up.returncode != 0:
+            raise BenchError(f"routernet up: {up.stderr.strip()}")
         procs.append(
             subprocess.Popen(
                 _routernet(

@@ -68,17 +68,19 @@ def test_a_router_scales_out_and_back_in_losing_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state"
     (tmp_path / "hub.yaml").write_text(ROUTER)
     env = {**os.environ, "ROUTERNET_AUTOSCALE_SECONDS": "1"}
-    up = subprocess.run(
-        routernet("up", "--no-collector", "--state-dir", str(state), str(tmp_path / "hub.yaml")),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert up.returncode == 0, up.stderr
-    assert "autoscaler: started" in up.stdout
     timeline: list[tuple[float, int | None, int]] = []
-    try:
+    try:  # `down` whatever happens: a failed `up` may have started routers too
+        up = subprocess.run(
+            routernet(
+                "up", "--no-collector", "--state-dir", str(state), str(tmp_path / "hub.yaml")
+            ),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert up.returncode == 0, up.stderr
+        assert "autoscaler: started" in up.stdout
         received = tmp_path / "received.json"
         sent = tmp_path / "sent.json"
         receiver = subprocess.Popen(
