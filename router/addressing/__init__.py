@@ -1,0 +1,26 @@
+"""Addresses: Dispatch's classes and keys (dispatch.py), address rules (rules.py)."""
+
+from router.addressing.dispatch import MANAGEMENT_ADDRESS, Destination, Kind, parse
+from router.addressing.rules import (
+    DEFAULT_RULE,
+    DISTRIBUTIONS,
+    UNDELIVERABLE_ACTIONS,
+    AddressRule,
+    AddressTable,
+    TokenTree,
+    rule_tokens,
+)
+
+__all__ = [
+    "DEFAULT_RULE",
+    "DISTRIBUTIONS",
+    "MANAGEMENT_ADDRESS",
+    "UNDELIVERABLE_ACTIONS",
+    "AddressRule",
+    "AddressTable",
+    "Destination",
+    "Kind",
+    "TokenTree",
+    "parse",
+    "rule_tokens",
+]
