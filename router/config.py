@@ -17,9 +17,7 @@ from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -31,6 +29,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from router.addressing import rule_tokens
+from router.configbase import Strict, check_pattern, check_prefix
 from router.telemetry.config import Telemetry, check_not_reserved
 
 AMQP_PORT = 5672
@@ -47,7 +46,6 @@ Direction = Literal["in", "out"]
 # stripAnnotations says, and only inter-router connections have a cost.
 ROUTER_ROLES = frozenset({"inter-router", "edge"})
 
-_SEPARATORS = re.compile(r"[./]")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 # The names Proton's pn_ssl_domain_set_protocols takes (OpenSSL's).
 TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
@@ -140,16 +138,6 @@ def _check_host(value: str) -> str:
     return host
 
 
-def _tokens(value: str, kind: str) -> list[str]:
-    tokens = _SEPARATORS.split(value)
-    if "" in tokens or any(ch.isspace() for ch in value):
-        raise ValueError(
-            f"{value!r} is not a valid {kind}: tokens separated by '.' or '/' must be"
-            " non-empty and contain no spaces"
-        )
-    return tokens
-
-
 def read_secret(value: str, field: str) -> str:
     """Dispatch's password forms: env:VAR, file:PATH (first line), pass:TEXT, or TEXT.
 
@@ -171,24 +159,6 @@ def read_secret(value: str, field: str) -> str:
     return value
 
 
-def _check_prefix(value: str | None) -> str | None:
-    if value is not None:
-        for token in _tokens(value, "prefix"):
-            if "*" in token or "#" in token:
-                raise ValueError(f"{value!r} is not a valid prefix: use pattern for wildcards")
-    return value
-
-
-def _check_pattern(value: str | None) -> str | None:
-    if value is not None:
-        for token in _tokens(value, "pattern"):
-            if token not in ("*", "#") and ("*" in token or "#" in token):
-                raise ValueError(
-                    f"{value!r} is not a valid pattern: '*' and '#' must be whole tokens"
-                )
-    return value
-
-
 def _check_id(value: str) -> str:
     if not value or any(ch.isspace() or ch == "/" for ch in value):
         raise ValueError(f"{value!r} is not a valid router id (non-empty, no whitespace, no '/')")
@@ -202,10 +172,6 @@ def _bracketed(host: str) -> str:
 def _check_cost(role: str, cost: int) -> None:
     if cost != 1 and role != "inter-router":
         raise ValueError(f"cost {cost} applies only to role inter-router, not {role}")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 Port = Annotated[
@@ -273,7 +239,7 @@ def _check_file(value: str | None, info: ValidationInfo) -> str | None:
     return value
 
 
-class SslProfile(_Strict):
+class SslProfile(Strict):
     """TLS credentials and trust for listeners and connectors, Dispatch's ``sslProfile``
     entity. Files are PEM; they must exist when the configuration is loaded, and Proton
     (OpenSSL) reads them then and whenever the profile's settings change. New content under
@@ -363,7 +329,7 @@ class SslProfile(_Strict):
         return self
 
 
-class _Endpoint(_Strict):
+class _Endpoint(Strict):
     """What listeners and connectors validate alike: a host to bind or dial, a name, and the
     sslProfile they use (resolved by RouterConfig into ``ssl``)."""
 
@@ -596,7 +562,7 @@ class Connector(_Endpoint):
         return f"{_bracketed(self.host)}:{self.port}"
 
 
-class Address(_Strict):
+class Address(Strict):
     """Routing semantics for a family of addresses, Dispatch's ``address`` entity."""
 
     prefix: str | None = Field(
@@ -625,8 +591,8 @@ class Address(_Strict):
         default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps the message's."
     )
 
-    _prefix = field_validator("prefix")(_check_prefix)
-    _pattern = field_validator("pattern")(_check_pattern)
+    _prefix = field_validator("prefix")(check_prefix)
+    _pattern = field_validator("pattern")(check_pattern)
 
     @field_validator("prefix", "pattern")
     @classmethod
@@ -659,7 +625,7 @@ class Address(_Strict):
         return f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
 
 
-class LinkRoute(_Strict):
+class LinkRoute(Strict):
     """Links whose address matches go, attach and all, to a container such as a broker:
     Dispatch's ``linkRoute`` entity."""
 
@@ -691,8 +657,8 @@ class LinkRoute(_Strict):
         default=None, description="Taken off the front of the address on the container's side."
     )
 
-    _prefix = field_validator("prefix")(_check_prefix)
-    _pattern = field_validator("pattern")(_check_pattern)
+    _prefix = field_validator("prefix")(check_prefix)
+    _pattern = field_validator("pattern")(check_pattern)
 
     @model_validator(mode="after")
     def _consistency(self) -> Self:
@@ -712,7 +678,7 @@ class LinkRoute(_Strict):
         return f"{match} direction:{self.direction}"
 
 
-class RouterSettings(_Strict):
+class RouterSettings(Strict):
     """Dispatch's ``router`` entity: who this router is and how it joins a network."""
 
     id: str = Field(description="Unique router identity: non-empty, no whitespace, no '/'.")
@@ -835,7 +801,7 @@ class RouterSettings(_Strict):
         return self
 
 
-class RouterConfig(_Strict):
+class RouterConfig(Strict):
     """A whole router's configuration, as loaded from a file and overridden by flags."""
 
     router: RouterSettings
