@@ -30,12 +30,13 @@ from pydantic_core import ErrorDetails
 
 from router.addressing import rule_tokens
 from router.configbase import Strict, check_pattern, check_prefix
+from router.gateway.config import Gateway
 from router.telemetry.config import Telemetry, check_not_reserved
 
 AMQP_PORT = 5672
 
 Mode = Literal["standalone", "interior", "edge"]
-Role = Literal["normal", "inter-router", "edge", "route-container"]
+Role = Literal["normal", "inter-router", "edge", "route-container", "gateway"]
 SaslMechanism = Literal["ANONYMOUS", "PLAIN", "EXTERNAL"]
 StripAnnotations = Literal["in", "out", "both", "no"]
 Distribution = Literal["closest", "balanced", "multicast"]
@@ -466,7 +467,7 @@ class Connector(_Endpoint):
         description=(
             "What is at the other end: inter-router (an interior router; needs router mode"
             " interior), edge (an interior router, dialled by an edge router), route-container"
-            " (a broker), normal."
+            " (a broker), gateway (another router network's gateway listener), normal."
         ),
     )
     cost: int = Field(
@@ -811,6 +812,7 @@ class RouterConfig(Strict):
     addresses: list[Address] = Field(default_factory=list)
     linkRoutes: list[LinkRoute] = Field(default_factory=list)
     telemetry: Telemetry = Field(default_factory=Telemetry)
+    gateway: Gateway = Field(default_factory=Gateway)
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Self:
@@ -879,10 +881,26 @@ class RouterConfig(Strict):
                     need, why = "interior", " (edge routers connect to interior routers)"
                 elif entry.role == "edge" and field == "connectors" and mode != "edge":
                     need, why = "edge", " (interior routers dial each other as inter-router)"
+                elif entry.role == "gateway" and mode == "edge":
+                    need, why = "interior or standalone", " (edges join no other network)"
                 else:
                     continue
                 raise ValueError(
                     f"{field}[{index}]: role {entry.role} needs router.mode {need}, not {mode}{why}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_connectors(self) -> Self:
+        """A hand-made container route must name a connector that reaches a gateway."""
+        roles = {ctr.name: ctr.role for ctr in self.connectors}
+        for index, route in enumerate(self.gateway.containers):
+            role = roles.get(route.connector)
+            if role != "gateway":
+                why = "no such connector" if role is None else f"its role is {role}"
+                raise ValueError(
+                    f"gateway.containers[{index}].connector: {route.connector!r} must name a"
+                    f" connector with role gateway ({why})"
                 )
         return self
 

@@ -69,7 +69,7 @@ def test_modes(mode: str) -> None:
     assert validate_config({"router": {"id": "R1", "mode": mode}}).router.mode == mode
 
 
-@pytest.mark.parametrize("role", ["normal", "inter-router", "edge", "route-container"])
+@pytest.mark.parametrize("role", ["normal", "inter-router", "edge", "route-container", "gateway"])
 def test_roles(role: str) -> None:
     assert Listener.model_validate({"role": role}).role == role
 
@@ -273,7 +273,7 @@ def test_valid_patterns(pattern: str) -> None:
         (
             config(listeners=[{"role": "client"}]),
             "listeners[0].role: 'client' is invalid: input should be 'normal', 'inter-router',"
-            " 'edge' or 'route-container'",
+            " 'edge', 'route-container' or 'gateway'",
         ),
         (
             config(listeners=[{"linkCapacity": 0}]),
@@ -413,8 +413,8 @@ def test_several_errors_share_one_line() -> None:
     message = config_error(config(listeners=[{"port": "abc", "role": "x"}], addresses=[{}]))
     assert message.split("; ") == [
         """listeners[0].port: 'abc' is not a valid port (1..65535 or "amqp")""",
-        "listeners[0].role: 'x' is invalid: input should be 'normal', 'inter-router', 'edge'"
-        " or 'route-container'",
+        "listeners[0].role: 'x' is invalid: input should be 'normal', 'inter-router', 'edge',"
+        " 'route-container' or 'gateway'",
         "addresses[0]: exactly one of prefix or pattern is required",
     ]
 
@@ -557,6 +557,7 @@ def test_schema_describes_the_file() -> None:
         "addresses",
         "linkRoutes",
         "telemetry",
+        "gateway",
     }
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]
