@@ -15,6 +15,8 @@ difference, without dropping anything that need not go:
   (as when the peer goes: routes through it drop, its deliveries are resolved), changed ones
   are replaced;
 - ``router.drainTimeoutSeconds``: read when a drain starts, so the next SIGTERM uses it;
+- ``gateway`` (rules, defaultContainer, export, containers): read when used, so the next
+  ``()/node`` message or attach, and the next advertisement to a joined network, follow it;
 - sslProfiles, by name: every profile is loaded first (a file Proton cannot load refuses the
   whole change, ``config.invalid``); listeners and connectors using a changed profile count
   as changed (connections accepted from then on get it, connectors reconnect with it), and
@@ -120,6 +122,7 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     changes += _link_routes(router, new)
     changes += _listeners(router, new)
     changes += _connectors(router, new)
+    changes += _gateway(router, new)
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
     router.config = new
     tls.DOMAINS.retain(new)  # frees the TLS domains nothing uses any more
@@ -161,6 +164,17 @@ def _addresses(router: Router, new: RouterConfig, table: AddressTable) -> list[s
         return []
     rules_changed(router, table)
     return changes
+
+
+def _gateway(router: Router, new: RouterConfig) -> list[str]:
+    """Only reported: the engine reads ``router.config.gateway`` whenever it uses it."""
+    old, now = router.config.gateway, new.gateway
+    if old == now:
+        return []
+    return [
+        f"gateway ~{len(now.rules)} rules, default {now.defaultContainer or '-'},"
+        f" {len(now.export)} exports, {len(now.containers)} containers"
+    ]
 
 
 def _link_routes(router: Router, new: RouterConfig) -> list[str]:

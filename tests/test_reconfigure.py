@@ -116,6 +116,36 @@ def test_the_drain_timeout_changes_without_a_restart(
     assert not events(caplog, "config.restart_required")
 
 
+def test_gateway_changes_apply_live(
+    make_router: Callable[[RouterConfig], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    router = make_router(validate_config({"router": {"id": "R1", "mode": "interior"}}))
+    port = free_port()
+    gateway = {
+        "rules": [{"container": "branch-1", "node": {"exact": "atm"}}],
+        "export": [{"prefix": "branch-"}],
+        "containers": [{"container": "paris", "connector": "megabank"}],
+    }
+    new = validate_config(
+        {
+            "router": {"id": "R1", "mode": "interior"},
+            "listeners": [{"host": "127.0.0.1", "port": port, "role": "gateway"}],
+            "connectors": [{"name": "megabank", "port": 1, "role": "gateway"}],
+            "gateway": gateway,
+        }
+    )
+    assert restart_reasons(router.config, new) == []
+    changes = apply_config(router, new, "test")
+    assert changes == [
+        f"listener +listener/127.0.0.1:{port}",
+        "connector +megabank",
+        "gateway ~1 rules, default -, 1 exports, 1 containers",
+    ]
+    assert router.config.gateway is new.gateway
+    assert [c.config.role for c in router.connectors.items] == ["gateway"]
+    assert not events(caplog, "config.restart_required")
+
+
 def test_invalid_config_is_logged_and_ignored(
     make_router: Callable[[RouterConfig], Any], caplog: pytest.LogCaptureFixture
 ) -> None:
