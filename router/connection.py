@@ -122,7 +122,9 @@ class Connection:
         self.role: str = listener.role
         self.cost: int = listener.cost
         self.link_capacity: int = listener.linkCapacity
-        strip = "no" if self.role in ROUTER_ROLES else listener.stripAnnotations
+        # A gateway's to-override says where a message goes in the other network.
+        keep = self.role in ROUTER_ROLES or self.role == "gateway"
+        strip = "no" if keep else listener.stripAnnotations
         self.strip_in = strip in ("in", "both")
         self.strip_out = strip in ("out", "both")
         if connector is not None:

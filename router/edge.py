@@ -130,6 +130,7 @@ class Edge:
         self.attach()
         log.info("edge.uplink", conn=conn.conn_id, peer=conn.host, container=conn.remote_container)
         self.router.fwd.uplink_changed()
+        self.router.containers.report_up()  # the containers here, for the new interior
 
     def attach(self) -> None:
         """Attach on the uplink whatever should be there and is not, unless it waits to be

@@ -22,10 +22,11 @@ from typing import Any, cast
 from proton import Message as ProtonMessage
 
 from router import __version__, drain, inventory, sasl
-from router.addressing import AddressRule, AddressTable, parse
+from router.addressing import CONTAINER_KEY, AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
 from router.connector import Connectors
+from router.containers.routing import Containers
 from router.edge import Edge
 from router.forwarder import (
     ACCEPTED,
@@ -36,6 +37,7 @@ from router.forwarder import (
     Message,
     new_delivery,
 )
+from router.gateway.peering import Gateways, crossing_gateway
 from router.interrouter import Network
 from router.linkroutes import link_route_table
 from router.linkrouting import LinkRouter
@@ -125,6 +127,12 @@ class Router:
         self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
         self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
         self.linkrouter = LinkRouter(self, link_route_table(config))
+        # Seed 001's global addressing: `(container)/node` from any router (router/containers/),
+        # and gateway connections joining this network to others (router/gateway/).
+        self.gateways = Gateways(self)
+        self.containers = Containers(self)
+        self.fwd.local_handlers[CONTAINER_KEY] = self.containers.on_message
+        self.containers.refresh()  # this router is a container too
         self.sel = selectors.DefaultSelector()
         self.bufs = IOBuffers()
         self.msgbuf = bytearray(64 * 1024)
@@ -487,7 +495,7 @@ class Router:
         # First, so that what the links had queued is not routed back onto them.
         self.uplink_closed(conn)
         conn.closing = True
-        self.linkrouter.connection_closed(conn)
+        self.connection_gone(conn)
         links = list(conn.links)
         for link in links:
             self.links.pop(link.pn, None)
@@ -538,7 +546,11 @@ class Router:
         a route-container's link routes become available."""
         if conn.role == "route-container":
             self.linkrouter.containers_changed()
-        elif self.network is not None and conn.role == "inter-router":
+        if conn.role == "gateway":
+            self.gateways.connection_opened(conn)
+        else:
+            self.containers.connection_opened(conn)
+        if self.network is not None and conn.role == "inter-router":
             self.network.connection_opened(conn)
             self.fwd.touched.add(conn)
         elif self.edge is not None and conn.role == "edge" and not conn.inbound:
@@ -559,9 +571,16 @@ class Router:
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
-        self.linkrouter.connection_closed(conn)
+        self.connection_gone(conn)
         lib.pn_connection_close(conn.pn)
         self.dirty.add(conn)
+
+    def connection_gone(self, conn: Connection) -> None:
+        """Whatever the connection served is no longer there: its routed links, its container,
+        what a gateway connection imported."""
+        self.linkrouter.connection_closed(conn)
+        self.containers.connection_closed(conn)
+        self.gateways.connection_closed(conn)
 
     def uplink_closed(self, conn: Connection) -> None:
         """An inter-router or edge connection is going: stop routing onto it."""
@@ -603,7 +622,7 @@ class Router:
         for link in list(conn.links):
             self.detach(link)
         conn.closing = True
-        self.linkrouter.connection_closed(conn)
+        self.connection_gone(conn)
         lib.pn_connection_close(c)
 
     def on_session_open(self, conn: Connection, ev: Any) -> None:
@@ -633,6 +652,9 @@ class Router:
         incoming = link.incoming
         if conn.role == "edge":
             link.kind = "edge"  # an edge's uplink or proxy: carry the routing address along
+        elif conn.role == "gateway" and self.gateways.link_attached(link):
+            self.fwd.touched.add(conn)
+            return
         if drain.refuses(self, conn.role):
             lib.pn_link_open(p)  # null source and target: refused, as AMQP words it
             self.refuse(link, drain.DRAINING_ERROR, drain.refusal(self))
@@ -644,7 +666,7 @@ class Router:
         ):
             self.fwd.touched.add(conn)
             return
-        if self.linkrouter.table and self.linkrouter.attach(link):
+        if self.containers.attach(link) or (self.linkrouter.table and self.linkrouter.attach(link)):
             self.fwd.touched.add(conn)
             return
         remote_source = lib.pn_link_remote_source(p)
@@ -670,7 +692,8 @@ class Router:
                 lib.pn_terminus_set_address(local_source, address.encode())
                 lib.pn_terminus_set_dynamic(local_source, True)
             else:
-                address = text(lib.pn_terminus_get_address(remote_source))
+                # `(this router)/node` was read as `node` by Containers.attach.
+                address = link.address or text(lib.pn_terminus_get_address(remote_source))
             mode = lib.pn_link_remote_snd_settle_mode(p)
             lib.pn_link_set_snd_settle_mode(p, mode)
             link.presettle = mode == lib.PN_SND_SETTLED
@@ -827,16 +850,22 @@ class Router:
             if not presettled:
                 lib.pn_delivery_update(d, ACCEPTED)
             lib.pn_delivery_settle(d)
-            assert self.network is not None
-            self.network.control_message(link, data)
+            if link.conn.role == "gateway":
+                self.gateways.exports_message(link, data)
+            else:
+                assert self.network is not None
+                self.network.control_message(link, data)
             return
         stats = self.stats
         try:
             s = scan(data)
             ann = read_annotations(data, s)
             effective = EMPTY_ANNOTATIONS if link.conn.strip_in else ann
-            if link.kind == "edge" and self.network is not None and ann.ingress is not None:
-                effective = entering_network(ann)
+            if link.kind != "endpoint":
+                if link.kind == "edge" and self.network is not None and ann.ingress is not None:
+                    effective = entering_network(ann)
+                elif link.kind == "gateway":
+                    effective = crossing_gateway(ann)
             to = effective.to or get_to(data, s) if link.anonymous else None
         except MessageFormatError as e:
             self.refuse_message(link, d, presettled, "amqp:decode-error", str(e))
@@ -852,6 +881,11 @@ class Router:
                 )
                 return
             entry: AddressEntry | None = fwd.entry(to)
+            if link.kind == "gateway" and entry is not None and entry.key != CONTAINER_KEY:
+                self.refuse_message(
+                    link, d, presettled, "amqp:not-allowed", "only (container)/node crosses"
+                )
+                return
         else:
             entry = link.entry
         if link.kind == "endpoint":

@@ -253,13 +253,15 @@ class Network:
         log.info("network.topology", routers=sorted(routes.cost), radius=routes.radius)
 
     def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
-        """A router's advertised keys: mobile addresses (`M`) go to the forwarder, link routes
-        (`C`/`D`/`E`/`F`, whose container that router has) to the link router; other classes
-        are not routed by key."""
+        """A router's advertised keys: mobile addresses (`M`) go to the forwarder, containers
+        and link routes (`C`/`D`/`E`/`F`) to the container table and the link router; other
+        classes are not routed by key."""
         log.debug("network.addresses", router=router_id, count=len(addresses))
         mobile = {key: hint for key, hint in addresses.items() if key[:1] == "M"}
         self.router.fwd.remote_addresses(router_id, mobile)
         routes = {key for key in addresses if key[:1] in ("C", "D", "E", "F")}
+        # Containers travel as link-route keys too (router/containers/table.py).
+        routes = self.router.containers.remote_keys(router_id, routes)
         self.router.linkrouter.remote_routes(router_id, routes)
 
     def duplicate_router(self, router_id: str, detail: str) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from router import __version__
+from router.management import CONTAINER
 from router.pn import lib, text
 from router.tls import describe
 
@@ -33,6 +34,7 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "router.node": lambda: node_rows(router),
         PREFIX + "router.config.linkRoute": lambda: link_route_rows(router),
         PREFIX + "sslProfile": lambda: ssl_profile_rows(router),
+        CONTAINER: lambda: router.containers.rows(),
     }
 
 
@@ -42,6 +44,7 @@ LINK_TYPES = {
     "control": "router-control",
     "data": "inter-router",
     "routed": "endpoint",
+    "gateway": "endpoint",
 }
 
 

@@ -137,22 +137,30 @@ class LinkRouter:
             self.refuse(link, NO_ROUTE, f"no route to a container for {address!r}")
             return True
         conn, last = hop
+        there = rule.external(address) if last and (rule.add_prefix or rule.del_prefix) else None
+        self.relay(link, conn, there)
+        return True
+
+    def relay(self, link: Link, conn: Connection, address: str | None = None) -> None:
+        """Attach `link`'s partner on `conn` (the container, or the next router toward it),
+        `address` replacing the terminus address there if given; the pair then relays until
+        either side detaches. Also how links to `(container)/node` travel
+        (router/containers/)."""
+        p = link.pn
+        link.kind = "routed"
         if any(other.name == link.name and other.incoming != link.incoming for other in conn.links):
             self.refuse(
                 link, "amqp:resource-locked", f"a link named {link.name!r} is already routed there"
             )
-            return True
-        session = self.sessions.get(conn)
-        if session is None:
-            session = self.sessions[conn] = lib.pn_session(conn.pn)
-            open_session(session, conn)
+            return
+        session = self.session(conn)
         name = cbytes(link.name)
         q = lib.pn_sender(session, name) if link.incoming else lib.pn_receiver(session, name)
         lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))
         lib.pn_terminus_copy(lib.pn_link_target(q), lib.pn_link_remote_target(p))
-        if last and (rule.add_prefix or rule.del_prefix):
+        if address is not None:
             local = lib.pn_link_target(q) if link.incoming else lib.pn_link_source(q)
-            lib.pn_terminus_set_address(local, cbytes(rule.external(address)))
+            lib.pn_terminus_set_address(local, cbytes(address))
         lib.pn_link_set_snd_settle_mode(q, lib.pn_link_remote_snd_settle_mode(p))
         lib.pn_link_set_rcv_settle_mode(q, lib.pn_link_remote_rcv_settle_mode(p))
         lib.pn_link_set_max_message_size(q, lib.pn_link_remote_max_message_size(p))
@@ -166,14 +174,21 @@ class LinkRouter:
             "linkroute.attach",
             conn=link.conn.conn_id,
             name=link.name,
-            address=address,
-            direction=rule.direction,
+            address=link.address,
+            direction="in" if link.incoming else "out",
             toward=conn.remote_container,
             via=conn.conn_id,
         )
         # A client receiver may have granted credit with its attach: pass it on now.
         self.flow(link)
-        return True
+
+    def session(self, conn: Connection) -> Any:
+        """Our session on `conn` for the links we attach there, begun on first use."""
+        session = self.sessions.get(conn)
+        if session is None:
+            session = self.sessions[conn] = lib.pn_session(conn.pn)
+            open_session(session, conn)
+        return session
 
     def answered(self, link: Link) -> None:
         """The container (or the next router) answered our attach: answer the client's with

@@ -28,6 +28,8 @@ ADDRESS = PREFIX + "router.address"
 NODE = PREFIX + "router.node"
 LINK_ROUTE = PREFIX + "router.config.linkRoute"
 SSL_PROFILE = PREFIX + "sslProfile"
+# Ours: the containers `(id)/node` reaches (router/containers/), duplicates included.
+CONTAINER = "io.routernet.container"
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
 _ENTITY = PREFIX + "entity"
@@ -241,6 +243,7 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "uidNameMappingFile",
         *_BASE_ATTRIBUTES,
     ),
+    CONTAINER: ("containerId", "location", "places", "duplicate", *_BASE_ATTRIBUTES),
 }
 
 _NODE_OPERATIONS = (
@@ -279,6 +282,7 @@ _TYPES: dict[str, _Type] = {
     NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[NODE]),
     LINK_ROUTE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK_ROUTE]),
     SSL_PROFILE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[SSL_PROFILE]),
+    CONTAINER: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONTAINER]),
 }
 # An untyped QUERY defaults to every attribute of every type, in first-seen order.
 _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))

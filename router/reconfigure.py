@@ -124,7 +124,10 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     changes += _connectors(router, new)
     changes += _gateway(router, new)
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
+    gateway_changed = router.config.gateway != new.gateway
     router.config = new
+    if gateway_changed:
+        router.gateways.config_changed()
     tls.DOMAINS.retain(new)  # frees the TLS domains nothing uses any more
     if changes:
         log.info("config.applied", source=source, changes="; ".join(changes))

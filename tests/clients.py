@@ -505,7 +505,8 @@ class Management:
         response = self.node_request(
             "QUERY",
             {"attributeNames": attributes or []},
-            entityType=DISPATCH + entity_type,
+            # Short names are Dispatch's; ours (io.routernet.*) are given whole.
+            entityType=entity_type if entity_type.startswith("io.") else DISPATCH + entity_type,
         )
         status = response.properties["statusCode"]
         assert status == 200, f"QUERY {entity_type}: {status} {response.properties}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.addressing import (
+    CONTAINER_KEY,
     DEFAULT_RULE,
     AddressRule,
     AddressTable,
@@ -38,7 +39,18 @@ ME = "R1"
         ("orders/", Kind.MOBILE, "M0orders", None),
         ("orders.", Kind.MOBILE, "M0orders", None),
         ("_other/x", Kind.MOBILE, "M0_other/x", None),
-        ("$other", Kind.MOBILE, "M0$other", None),
+        # Reserved `$` nodes are local to the router (seed 001), never mobile.
+        ("$other", Kind.LOCAL, "L$other", None),
+        ("_topo/0/R1/$other", Kind.LOCAL, "L$other", None),
+        # Global addresses: one key; the container is read from each message's address.
+        ("(c)/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("()/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("amqp:(c)/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("AMQPS:(c)/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("amqp:/(c)/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("_topo/0/R1/(c)/node", Kind.CONTAINER, CONTAINER_KEY, None),
+        ("_topo/0/R2/(c)/node", Kind.REMOTE, "RR2", "R2"),
+        ("amqp:other", Kind.MOBILE, "M0amqp:other", None),
         # Another edge's space is routed on that edge's summary address; our own is local.
         ("_edge/E1/x", Kind.MOBILE, "M0_edge/E1", None),
         ("_edge/E1", Kind.MOBILE, "M0_edge/E1", None),
@@ -50,6 +62,13 @@ ME = "R1"
 def test_classification(address: str, kind: Kind, key: str, router: str | None) -> None:
     dest = parse(address, ME)
     assert (dest.kind, dest.key, dest.router) == (kind, key, router)
+
+
+@pytest.mark.parametrize(
+    "address", ["(c)/node", "amqp:(c)/node", "amqp:/(c)/node", "_topo/0/R1/(c)/node"]
+)
+def test_a_container_address_keeps_its_path(address: str) -> None:
+    assert parse(address, ME).address == "(c)/node"
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,9 @@ class FakeBroker(Client):
     from `queues`; `outcome` settles each message it receives; `refuse` lists addresses whose
     attach it refuses with that condition."""
 
-    def __init__(self, world: World, url: str, credit: int = 50) -> None:
+    def __init__(
+        self, world: World, url: str, credit: int = 50, container_id: str = BROKER_ID
+    ) -> None:
         self.credit = credit
         self.outcome = ACCEPTED
         self.queues: dict[str, list[Message]] = {}
@@ -39,7 +41,7 @@ class FakeBroker(Client):
         self.detaches: list[tuple[str, str, Condition | None]] = []  # (name, kind, condition)
         self.settled: list[int] = []
         self.by_name: dict[str, Any] = {}
-        super().__init__(world, url, auto_accept=False, container_id=BROKER_ID)
+        super().__init__(world, url, auto_accept=False, container_id=container_id)
         world.clients.append(self)
         world.run_until(lambda: self.opened, what="broker connection")
 

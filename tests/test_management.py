@@ -22,6 +22,7 @@ from clients import QDSTAT_G
 from router.management import (
     ADDRESS,
     CONNECTION,
+    CONTAINER,
     ENTITY_ATTRIBUTES,
     LINK,
     LISTENER,
@@ -371,6 +372,7 @@ def test_get_types() -> None:
         LINK,
         ADDRESS,
         NODE,
+        CONTAINER,
     }
 
 

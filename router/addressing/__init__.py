@@ -1,6 +1,12 @@
 """Addresses: Dispatch's classes and keys (dispatch.py), address rules (rules.py)."""
 
-from router.addressing.dispatch import MANAGEMENT_ADDRESS, Destination, Kind, parse
+from router.addressing.dispatch import (
+    CONTAINER_KEY,
+    MANAGEMENT_ADDRESS,
+    Destination,
+    Kind,
+    parse,
+)
 from router.addressing.rules import (
     DEFAULT_RULE,
     DISTRIBUTIONS,
@@ -12,6 +18,7 @@ from router.addressing.rules import (
 )
 
 __all__ = [
+    "CONTAINER_KEY",
     "DEFAULT_RULE",
     "DISTRIBUTIONS",
     "MANAGEMENT_ADDRESS",

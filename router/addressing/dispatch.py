@@ -12,6 +12,10 @@ from enum import StrEnum
 from functools import lru_cache
 
 MANAGEMENT_ADDRESS = "$management"
+# The routing-table key of every `(container)/node` address: one entry whose handler
+# (router/containers/messages.py) reads the container from each message's address. Class `L`,
+# so Dispatch's tools show it as local and an edge does not send it up before the handler looks.
+CONTAINER_KEY = "L()"
 
 # Dispatch skips "scheme:/", "scheme://host/" and a bare leading "/" before reading the node
 # name; "amqp://host" with no path is left whole, as Dispatch leaves it.
@@ -26,6 +30,7 @@ class Kind(StrEnum):
     MANAGEMENT = "management"
     REMOTE = "remote"
     MOBILE = "mobile"
+    CONTAINER = "container"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,9 @@ def parse(address: str, router_id: str) -> Destination:
     `_topo/0/R1/temp.abc` and a sender to `_local/temp.abc` meet. `_topo/0/all/<x>` is treated
     as local (Dispatch keys it `T<x>` and floods it; flooding is not implemented yet).
     `_edge/<edge>/<x>` is local on that edge and the mobile address `_edge/<edge>` elsewhere.
+    The global forms of seed 001 (router/addressing/uri.py): `(container)/node` and `()/node`,
+    also after `_topo/0/<this router>/`, are CONTAINER, the path in `address`; a reserved
+    `$node` is local to the router the client is attached to, never routed or advertised.
     Deliberate gap, falling through to mobile: `_topo/<area>/...` for an area other than
     `0`/`all`, which Dispatch keys `A<area>` but never routes since area routing was never
     built.
@@ -73,11 +81,20 @@ def parse(address: str, router_id: str) -> Destination:
         if edge == router_id:
             return _local(path, stripped)
         return Destination(Kind.MOBILE, f"M0_edge/{edge}", stripped)
-    if name == MANAGEMENT_ADDRESS:
+    if name[:1] == "$":
         return _local(name, stripped)
+    if name[:1] == "(":
+        return Destination(Kind.CONTAINER, CONTAINER_KEY, name)
+    if name[:4].lower() == "amqp":
+        # The seed's `amqp:(c)/node` has no slash after the scheme, which _SCHEME requires.
+        scheme, colon, rest = name.partition(":")
+        if colon and rest[:1] == "(" and scheme.lower() in ("amqp", "amqps"):
+            return Destination(Kind.CONTAINER, CONTAINER_KEY, rest)
     return Destination(Kind.MOBILE, "M0" + name, stripped)
 
 
 def _local(path: str, address: str) -> Destination:
+    if path[:1] == "(":
+        return Destination(Kind.CONTAINER, CONTAINER_KEY, path)
     kind = Kind.MANAGEMENT if path == MANAGEMENT_ADDRESS else Kind.LOCAL
     return Destination(kind, "L" + path, address)
