@@ -1,6 +1,7 @@
 """The Gateway resource's spec, but for its network (models.py adds that, with the kind): one
 network's global addressing, folded into every router of it, and its gateway connections to
-other networks.
+other networks; and how the planner folds it (``plan_gateway``), kept here rather than in the
+planner, which calls it.
 
 The routing part (rules, defaultContainer, export, containers) is the router configuration's
 own models (router/gateway/config.py), so that what the operator accepts is what the routers
@@ -10,11 +11,14 @@ which sit on the lists (a rule on the router's models would put Kubernetes into 
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from router.gateway.config import ContainerRoute, GatewayRule, Match
+from router.gateway.config import Gateway as RouterGateway
 from router_operator.spec import Rule, StrictSpec
 
 GATEWAY_PORT = 5673
@@ -184,3 +188,135 @@ class GatewayRouting(BaseModel):
     def _connectors_named(self) -> Self:
         _CONNECTORS_NAMED.check(self)
         return self
+
+
+# --- planning: a network's Gateway folded into its routers' configs ---------------------------
+
+GATEWAY_CONNECTOR_PREFIX = "gateway/"
+"""Gateway connectors are ``gateway/<name>`` in the router configs, apart from the
+``inter-router/``, ``edge/`` and ``linkroute/`` ones."""
+GATEWAY_LISTENER_NAME = "gateway"
+
+
+@dataclass(frozen=True)
+class GatewayListenerDecl:
+    router: str
+    port: int = GATEWAY_PORT
+
+
+@dataclass(frozen=True)
+class GatewayConnectorDecl:
+    name: str
+    router: str
+    host: str
+    port: int = GATEWAY_PORT
+
+
+@dataclass(frozen=True)
+class GatewayDecl:
+    """One Gateway resource, as the planner takes it. ``routing`` is the router config's own
+    ``gateway`` section, its containers naming the Gateway's connectors."""
+
+    name: str
+    network: str = "default"
+    routing: RouterGateway = field(default_factory=RouterGateway)
+    listener: GatewayListenerDecl | None = None
+    connectors: tuple[GatewayConnectorDecl, ...] = ()
+    creation_timestamp: str = ""
+    generation: int = 0
+
+
+Report = Callable[[str, str, str], None]
+"""(Gateway name, reason, message): a problem on that Gateway."""
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """The one Gateway of a network as its routers get it: the rules, default and exports on
+    every router; the listener, connectors and hand-made container routes on the pods of the
+    Router named for them (a container route must name a connector its router has)."""
+
+    decl: GatewayDecl
+
+    def section(self, router: str) -> dict[str, Any]:
+        """The ``gateway`` section of a pod config of ``router``."""
+        routes = [
+            {"container": r.container, "connector": gateway_connector_name(r.connector)}
+            for r in self.decl.routing.containers
+            if any(c.name == r.connector and c.router == router for c in self.decl.connectors)
+        ]
+        section = self.decl.routing.model_dump(mode="json", exclude_defaults=True)
+        section.pop("containers", None)
+        if routes:
+            section["containers"] = routes
+        return section
+
+    def listeners(self, router: str) -> list[dict[str, Any]]:
+        listener = self.decl.listener
+        if listener is None or listener.router != router:
+            return []
+        return [
+            {
+                "name": GATEWAY_LISTENER_NAME,
+                "host": "0.0.0.0",
+                "port": listener.port,
+                "role": "gateway",
+            }
+        ]
+
+    def connectors(self, router: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": gateway_connector_name(c.name),
+                "host": c.host,
+                "port": c.port,
+                "role": "gateway",
+            }
+            for c in self.decl.connectors
+            if c.router == router
+        ]
+
+
+def gateway_connector_name(name: str) -> str:
+    return f"{GATEWAY_CONNECTOR_PREFIX}{name}"
+
+
+def plan_gateway(
+    gateways: Sequence[GatewayDecl],
+    interiors: Mapping[str, tuple[int, ...]],
+    report: Report,
+) -> GatewayPlan | None:
+    """The network's Gateway, if it has one that can be applied. ``gateways`` is sorted oldest
+    first: one network has one Gateway (its rules are one ordered list, which two resources
+    could only be merged into by guessing), so the oldest wins and the others are reported.
+    ``interiors``: the network's interior Routers and the ports of their own listeners; a
+    listener or connector must be on one of them (edges join no other network)."""
+    if not gateways:
+        return None
+    first, *others = gateways
+    for other in others:
+        report(
+            other.name,
+            "Conflict",
+            f"network {other.network!r} already has Gateway {first.name!r} (older); a network"
+            " has one Gateway: this one is not applied",
+        )
+    problems = []
+    named = [(f"connector {c.name}", c.router) for c in first.connectors]
+    if first.listener is not None:
+        named.append(("listener", first.listener.router))
+        ports = interiors.get(first.listener.router, ())
+        if first.listener.port in ports:
+            problems.append(
+                f"listener: port {first.listener.port} is already a listener of Router"
+                f" {first.listener.router!r}; choose another port"
+            )
+    for what, router in named:
+        if router not in interiors:
+            problems.append(
+                f"{what}: {router!r} is not an interior Router of network {first.network!r}"
+            )
+    if problems:
+        report(first.name, "InvalidRouter", "; ".join(problems))
+        return None
+    return GatewayPlan(first)
