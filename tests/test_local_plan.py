@@ -274,3 +274,10 @@ def test_one_gateway_per_network(tmp_path: Path) -> None:
     # Applied together, both are as old: the smaller name wins.
     [line] = info.value.lines
     assert "Gateway 'west': network 'default' already has Gateway 'b' (older)" in line
+
+
+@pytest.mark.parametrize("name", ["west.yaml", "east.yaml"])
+def test_the_gateway_examples_plan_cleanly(name: str) -> None:
+    result = plan_files([str(EXAMPLES / "gateway" / name)])
+    assert result.warnings == ()
+    assert result.plan.networks["default"].gateway is not None
