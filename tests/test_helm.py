@@ -269,7 +269,7 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
     docs = render(scenario)
     kind = "ClusterRole" if scenario == "cluster" else "Role"
     granted = rules_by_resource(one(docs, kind))
-    for plural in ("routers", "addresses", "linkroutes"):
+    for plural in ("routers", "addresses", "linkroutes", "gateways"):
         assert {"get", "list", "watch", "patch"} <= granted[f"routernet.io/{plural}"]
         assert {"get", "patch"} <= granted[f"routernet.io/{plural}/status"]
     assert {"get", "patch"} <= granted["routernet.io/routers/scale"]  # the autoscaler

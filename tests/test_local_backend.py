@@ -384,7 +384,8 @@ BAD = {
         kind: ConfigMap
         metadata: {name: settings}
         """,
-        "document 1: kind 'ConfigMap' is not a Routernet resource (Router, Address, LinkRoute)",
+        "document 1: kind 'ConfigMap' is not a Routernet resource (Router, Address, LinkRoute,"
+        " Gateway)",
     ),
     "YAML": ("kind: Router\nmetadata: {name: [core\n", "invalid YAML: line 3 column 1:"),
     "a conflict": (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from router_operator import local
@@ -180,3 +181,103 @@ def test_the_autoscalers_replicas_replace_the_files_for_autoscaled_routers_only(
     scaled = plan_files(files, autoscaled={"hub": 3, "core": 1})
     pods = sorted(scaled.plan.pods())
     assert pods == ["core-0", "core-1", "core-2", "edge-0", "edge-1", "hub-0", "hub-1", "hub-2"]
+
+
+WEST = """\
+apiVersion: routernet.io/v1alpha1
+kind: Router
+metadata: {name: west}
+spec: {replicas: 1}
+---
+apiVersion: routernet.io/v1alpha1
+kind: Gateway
+metadata: {name: west}
+spec:
+  export: [{prefix: branch-}]
+  listener: {router: west, port: 5673}
+"""
+
+EAST = """\
+apiVersion: routernet.io/v1alpha1
+kind: Router
+metadata: {name: east}
+spec: {replicas: 2}
+---
+apiVersion: routernet.io/v1alpha1
+kind: Gateway
+metadata: {name: to-west}
+spec:
+  rules:
+    - container: branch-34
+      applicationProperties: {branch: {exact: "34"}}
+  defaultContainer: head-office
+  containers: [{container: branch-34, connector: west}]
+  connectors:
+    - {name: west, router: east, host: 127.0.0.2, port: 5673}
+"""
+
+
+def network_configs(tmp_path: Path, name: str, text: str, first: int) -> dict[str, dict[str, Any]]:
+    """One `routernet up` network's local configs, its pods from 127.0.0.<first> on."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    result = plan_files([str(path)])
+    assert result.warnings == ()
+    pods = [pod for pod in result.plan.pods().values() if pod.config is not None]
+    hosts = {pod.name: f"127.0.0.{i}" for i, pod in enumerate(pods, first)}
+    dns = {pod.host: hosts[pod.name] for pod in pods}
+    return {pod.name: local.local_config(pod, hosts[pod.name], dns) for pod in pods}
+
+
+def test_two_networks_joined_by_a_gateway(tmp_path: Path) -> None:
+    """Two state directories' networks: west listens for gateways on its pod's own address,
+    east's Gateway dials it there (the host as declared, not a pod of east)."""
+    west = network_configs(tmp_path, "west", WEST, 2)["west-0"]
+    assert {"host": "127.0.0.2", "port": 5673, "role": "gateway", "name": "gateway"} in west[
+        "listeners"
+    ]
+    assert west["gateway"] == {"export": [{"prefix": "branch-"}]}
+
+    east = network_configs(tmp_path, "east", EAST, 3)
+    routing = {
+        "rules": [{"container": "branch-34", "applicationProperties": {"branch": {"exact": "34"}}}],
+        "defaultContainer": "head-office",
+    }
+    for name, config in east.items():
+        gateway = [c for c in config.get("connectors", []) if c["role"] == "gateway"]
+        assert gateway == [
+            {"name": "gateway/west", "host": "127.0.0.2", "port": 5673, "role": "gateway"}
+        ], name
+        assert config["gateway"] == {
+            **routing,
+            "containers": [{"container": "branch-34", "connector": "gateway/west"}],
+        }
+        assert all(lsn["role"] != "gateway" for lsn in config["listeners"])
+
+
+def test_a_gateway_on_an_edge_or_unknown_router_is_refused(tmp_path: Path) -> None:
+    text = EAST.replace("router: east", "router: nowhere")
+    with pytest.raises(InvalidInput) as info:
+        network_configs(tmp_path, "east", text, 3)
+    assert info.value.lines == [
+        f"{tmp_path / 'east.yaml'}: Gateway 'to-west': connector west: 'nowhere' is not an"
+        " interior Router of network 'default'"
+    ]
+
+
+def test_one_gateway_per_network(tmp_path: Path) -> None:
+    second = (
+        "---\napiVersion: routernet.io/v1alpha1\nkind: Gateway\nmetadata: {name: b}\nspec: {}\n"
+    )
+    with pytest.raises(InvalidInput) as info:
+        network_configs(tmp_path, "west", WEST + second, 2)
+    # Applied together, both are as old: the smaller name wins.
+    [line] = info.value.lines
+    assert "Gateway 'west': network 'default' already has Gateway 'b' (older)" in line
+
+
+@pytest.mark.parametrize("name", ["west.yaml", "east.yaml"])
+def test_the_gateway_examples_plan_cleanly(name: str) -> None:
+    result = plan_files([str(EXAMPLES / "gateway" / name)])
+    assert result.warnings == ()
+    assert result.plan.networks["default"].gateway is not None

@@ -31,6 +31,7 @@ from router_operator.models import (
     KINDS,
     Address,
     AddressSpec,
+    Gateway,
     LinkRoute,
     Router,
     RouterSpec,
@@ -57,6 +58,7 @@ def test_committed_crds_are_current() -> None:
 def test_every_kind_has_its_file() -> None:
     assert sorted(CRDS) == [
         "addresses.routernet.io.yaml",
+        "gateways.routernet.io.yaml",
         "linkroutes.routernet.io.yaml",
         "routers.routernet.io.yaml",
     ]
@@ -159,7 +161,12 @@ def test_names_subresources_and_columns() -> None:
     short = {
         crd["spec"]["names"]["kind"]: crd["spec"]["names"]["shortNames"] for crd in CRDS.values()
     }
-    assert short == {"Router": ["rtr"], "Address": ["raddr"], "LinkRoute": ["rlr"]}
+    assert short == {
+        "Router": ["rtr"],
+        "Address": ["raddr"],
+        "LinkRoute": ["rlr"],
+        "Gateway": ["rgw"],
+    }
     for crd in CRDS.values():
         version = crd["spec"]["versions"][0]
         assert "status" in version["subresources"]
@@ -272,6 +279,18 @@ def link_route(spec: dict[str, Any]) -> dict[str, Any]:
         "spec": spec,
     }
 
+
+def gateway(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "routernet.io/v1alpha1",
+        "kind": "Gateway",
+        "metadata": {"name": "g1"},
+        "spec": spec,
+    }
+
+
+GATEWAY_RULE = {"container": "branch-1", "subject": {"prefix": "atm."}}
+GATEWAY_CONNECTOR = {"name": "megabank", "router": "hub", "host": "gw.example.com"}
 
 VALID: list[tuple[type[Any], dict[str, Any]]] = [
     (Router, router()),
@@ -390,6 +409,24 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
         link_route({"prefix": "q", "direction": "out", "connection": {"host": "10.0.0.7"}}),
     ),
     (LinkRoute, link_route({"prefix": "q", "connection": {"host": "fd00::7"}})),
+    (Gateway, gateway({})),
+    (
+        Gateway,
+        gateway(
+            {
+                "network": "east",
+                "rules": [
+                    GATEWAY_RULE,
+                    {"container": "hq", "applicationProperties": {"k": {"pattern": "a.#"}}},
+                ],
+                "defaultContainer": "hq",
+                "export": [{"prefix": "branch-"}, {"exact": "hq"}],
+                "containers": [{"container": "paris", "connector": "megabank"}],
+                "listener": {"router": "hub", "port": 5673},
+                "connectors": [GATEWAY_CONNECTOR],
+            }
+        ),
+    ),
 ]
 
 # (kind, object, a phrase both the models' error and the API server's must contain, or None
@@ -539,6 +576,26 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
     (LinkRoute, link_route({"prefix": "q", "connection": {"host": "bad host"}}), None),
     (LinkRoute, link_route({"prefix": "q", "connection": {"host": "b", "port": 70000}}), None),
     (LinkRoute, link_route({"prefix": "q", "containerId": "has space"}), None),
+    (Gateway, gateway({"rules": [{"container": "c"}]}), "has no condition"),
+    (
+        Gateway,
+        gateway({"rules": [{"container": "c", "node": {"exact": "a", "prefix": "b"}}]}),
+        "exactly one of exact, prefix or pattern is required",
+    ),
+    (
+        Gateway,
+        gateway({"rules": [{"container": "c", "applicationProperties": {"k": {}}}]}),
+        "exactly one of exact, prefix or pattern is required",
+    ),
+    (Gateway, gateway({"export": [{}]}), "exactly one of exact, prefix or pattern is required"),
+    (
+        Gateway,
+        gateway({"containers": [{"container": "paris", "connector": "megabank"}]}),
+        "every containers[].connector must name one of connectors",
+    ),
+    (Gateway, gateway({"defaultContainer": "a b"}), None),
+    (Gateway, gateway({"listener": {"router": "Hub"}}), None),
+    (Gateway, gateway({"connectors": [{**GATEWAY_CONNECTOR, "port": 0}]}), None),
 ]
 
 

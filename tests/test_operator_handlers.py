@@ -797,6 +797,57 @@ async def test_link_routes_reach_every_router_and_say_so(cluster: Cluster) -> No
 
 
 @pytest.mark.asyncio
+async def test_a_gateway_reaches_every_router_and_its_connections_one_router(
+    cluster: Cluster,
+) -> None:
+    await create(cluster, "routers", "hub", {"replicas": 1})
+    await create(cluster, "routers", "leaf", {"replicas": 1, "role": "edge"})
+    spec = {
+        "rules": [{"container": "branch-1", "subject": {"prefix": "atm."}}],
+        "defaultContainer": "hq",
+        "export": [{"prefix": "branch-"}],
+        "containers": [{"container": "paris", "connector": "megabank"}],
+        "listener": {"router": "hub"},
+        "connectors": [{"name": "megabank", "router": "hub", "host": "gw.example.com"}],
+    }
+    await create(cluster, "gateways", "to-branch", spec)
+    async with operator():
+        gateway = await eventually(lambda: reconciled(cluster, "gateways", "to-branch"))
+        ready = condition(gateway, READY)
+        assert (ready["status"], ready["reason"]) == ("True", "Applied")
+        routing = {
+            "rules": [{"container": "branch-1", "subject": {"prefix": "atm."}}],
+            "defaultContainer": "hq",
+            "export": [{"prefix": "branch-"}],
+        }
+        leaf = pod_configs(cluster, "leaf")["leaf-0"]
+        assert leaf["gateway"] == routing
+        hub = pod_configs(cluster, "hub")["hub-0"]
+        assert hub["gateway"] == {
+            **routing,
+            "containers": [{"container": "paris", "connector": "gateway/megabank"}],
+        }
+        assert {"name": "gateway", "port": 5673, "role": "gateway"} in hub["listeners"]
+        assert hub["connectors"][-1] == {
+            "name": "gateway/megabank",
+            "host": "gw.example.com",
+            "port": 5673,
+            "role": "gateway",
+        }
+
+        # A second Gateway in the network conflicts; the first stays applied. (Created within
+        # the same second, the first is older by its name, which sorts first.)
+        await create(cluster, "gateways", "zulu", {"defaultContainer": "x"})
+
+        def conflict() -> None:
+            other = condition(reconciled(cluster, "gateways", "zulu"), READY)
+            assert (other["status"], other["reason"]) == ("False", "Conflict")
+
+        await eventually(conflict)
+        assert pod_configs(cluster, "leaf")["leaf-0"]["gateway"] == routing
+
+
+@pytest.mark.asyncio
 async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
     cluster: Cluster,
 ) -> None:

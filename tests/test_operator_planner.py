@@ -6,6 +6,7 @@ import itertools
 from collections import Counter
 
 import pytest
+from router_operator.gateway import GatewayDecl, GatewayListenerDecl
 from router_operator.planner import (
     DEFAULT_EDGE_FAILOVERS,
     EDGE_PORT,
@@ -939,3 +940,18 @@ def test_link_route_record_is_its_spec_as_applied() -> None:
             "connection": {"host": "h", "port": 1, "tlsSecret": "ca", "saslSecret": "login"},
         }
     ]
+
+
+def test_a_gateway_listener_must_not_take_a_routers_own_port() -> None:
+    gateway = GatewayDecl("gw", listener=GatewayListenerDecl("hub", 5672))
+    plan = plan_namespace("ns", [RouterDecl("hub")], gateways=[gateway])
+    assert [(p.reason, p.message) for p in plan.problems_of("Gateway", "gw")] == [
+        (
+            "InvalidRouter",
+            "listener: port 5672 is already a listener of Router 'hub'; choose another port",
+        )
+    ]
+    # Not applied: the routers run without it.
+    config = plan.router("hub").pods[0].config
+    assert config is not None and config.gateway.export == []
+    assert all(lsn.role != "gateway" for lsn in config.listeners)

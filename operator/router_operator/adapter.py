@@ -30,6 +30,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from router.config import Address as RouterAddress
+from router.gateway.config import Gateway as RouterGateway
+from router_operator.gateway import GatewayConnectorDecl, GatewayDecl, GatewayListenerDecl
 from router_operator.mesh import Verdict
 from router_operator.models import (
     DEFAULT_NETWORK,
@@ -40,6 +42,8 @@ from router_operator.models import (
     Address,
     AddressStatus,
     CustomResource,
+    Gateway,
+    GatewayStatus,
     LinkRoute,
     LinkRouteSpec,
     LinkRouteStatus,
@@ -67,16 +71,18 @@ MESH_CONNECTED = "MeshConnected"
 """Router: every interior of its network sees every other one (edges: and each has an uplink),
 from what the router pods report on their Pods (mesh.py)."""
 
-AnyStatus = RouterStatus | AddressStatus | LinkRouteStatus
+AnyStatus = RouterStatus | AddressStatus | LinkRouteStatus | GatewayStatus
 STATUS_CLASSES: dict[str, type[AnyStatus]] = {
     "Router": RouterStatus,
     "Address": AddressStatus,
     "LinkRoute": LinkRouteStatus,
+    "Gateway": GatewayStatus,
 }
 KIND_CLASSES: dict[str, type[CustomResource]] = {
     "Router": Router,
     "Address": Address,
     "LinkRoute": LinkRoute,
+    "Gateway": Gateway,
 }
 
 
@@ -303,6 +309,33 @@ def _link_route_decl(parsed: Parsed, spec: LinkRouteSpec) -> LinkRouteDecl:
     )
 
 
+def gateway_decl(parsed: Parsed) -> GatewayDecl:
+    """A valid Gateway as the planner takes it: its routing as the router config's section."""
+    gateway = parsed.model
+    assert isinstance(gateway, Gateway), "gateway_decl needs a valid Gateway"
+    spec = gateway.spec
+    routing = RouterGateway(
+        rules=spec.rules,
+        defaultContainer=spec.defaultContainer,
+        export=spec.export,
+        containers=spec.containers,
+    )
+    listener = None
+    if spec.listener is not None:
+        listener = GatewayListenerDecl(spec.listener.router, spec.listener.port)
+    return GatewayDecl(
+        name=parsed.name,
+        network=spec.network,
+        routing=routing,
+        listener=listener,
+        connectors=tuple(
+            GatewayConnectorDecl(c.name, c.router, c.host, c.port) for c in spec.connectors
+        ),
+        creation_timestamp=parsed.creation_timestamp,
+        generation=parsed.generation or 0,
+    )
+
+
 def with_pull_policy(
     children: Sequence[Mapping[str, Any]], policy: str | None, decl: RouterDecl
 ) -> list[dict[str, Any]]:
@@ -508,6 +541,23 @@ def link_route_status(
     return status
 
 
+def gateway_status(
+    parsed: Parsed,
+    problems: Iterable[Problem],
+    application: Application,
+    *,
+    now: datetime | None = None,
+) -> GatewayStatus:
+    """As an Address's: Ready True only when every Router of the network has this Gateway's
+    section (and the Routers it names, its listener and connectors) in its configuration. The
+    pause annotation is not supported on Gateways yet: one is applied as declared regardless,
+    and its status says so rather than claiming a pause."""
+    status = _start(parsed)
+    assert isinstance(status, GatewayStatus)
+    _set_applied(status, parsed, problems, application, now, pausable=False)
+    return status
+
+
 def _set_applied(
     status: AnyStatus,
     parsed: Parsed,
@@ -515,10 +565,12 @@ def _set_applied(
     application: Application,
     now: datetime | None,
     note: str = "",
+    *,
+    pausable: bool = True,
 ) -> None:
-    """Ready of an object folded into every router of its network (Address, LinkRoute);
-    ``note`` ends the Applied message."""
-    if parsed.paused:
+    """Ready of an object folded into every router of its network (Address, LinkRoute,
+    Gateway); ``note`` ends the Applied message."""
+    if pausable and parsed.paused:
         _set_paused(status, parsed.kind, now)
         return
     _clear_paused(status)

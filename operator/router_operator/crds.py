@@ -1,5 +1,5 @@
 """CustomResourceDefinitions generated from the models, so the API server and the operator can
-never disagree about what a Router, an Address or a LinkRoute is.
+never disagree about what a Router, an Address, a LinkRoute or a Gateway is.
 
 ``python -m router_operator.crds`` (``make crds``) writes ``crds/<plural>.routernet.io.yaml``;
 ``--check`` only compares and exits 1 when a file is stale, which a test does too.
@@ -279,6 +279,11 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         _column("Direction", "string", ".spec.direction"),
         _column("Container", "string", ".spec.containerId"),
         _column("Host", "string", ".spec.connection.host"),
+    ],
+    "Gateway": [
+        _column("Network", "string", ".spec.network"),
+        _column("Default", "string", ".spec.defaultContainer"),
+        _column("Listener", "string", ".spec.listener.router", priority=1),
     ],
 }
 

@@ -1,10 +1,10 @@
 """kopf handlers: which events make which namespace be reconciled. Thin on purpose: what a
 reconcile does is in ``reconciler`` and ``adapter``, testable without kopf.
 
-- Routers, Addresses and LinkRoutes are indexed by namespace (``@kopf.index``): the reconciler
-  plans a namespace from memory, and kopf updates an index before any handler sees the event
-  that changed it, so a handler's reconcile always includes its own object.
-- Creation, update and resume (operator start) of any of the three reconcile its namespace.
+- Routers, Addresses, LinkRoutes and Gateways are indexed by namespace (``@kopf.index``): the
+  reconciler plans a namespace from memory, and kopf updates an index before any handler sees
+  the event that changed it, so a handler's reconcile always includes its own object.
+- Creation, update and resume (operator start) of any of the four reconcile its namespace.
   Deletion is noticed from the watch events (``@kopf.on.event``), not ``@kopf.on.delete``: a
   deletion handler needs a finalizer, and none is needed here (owner references delete the
   children), so a stopped or uninstalled operator can never block a deletion.
@@ -38,7 +38,15 @@ import kopf
 from aiohttp import web
 
 from router_operator import kube, mesh
-from router_operator.models import API_VERSION, GROUP, VERSION, Address, LinkRoute, Router
+from router_operator.models import (
+    API_VERSION,
+    GROUP,
+    VERSION,
+    Address,
+    Gateway,
+    LinkRoute,
+    Router,
+)
 from router_operator.reconciler import OperatorConfig, Reconciler, Snapshot
 from router_operator.scaler import SYNC_SECONDS, Scaler, fetch_metrics
 
@@ -49,7 +57,7 @@ has no effect on another operator in the same process (tests)."""
 KOPF_PREFIX = "operator.routernet.io"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "routernet-operator"}
 MANAGED_BY_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-KINDS = (Router, Address, LinkRoute)
+KINDS = (Router, Address, LinkRoute, Gateway)
 
 log = logging.getLogger("router_operator.handlers")
 
@@ -110,6 +118,11 @@ def linkroutes_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[s
     return {namespace: _copy(body)}
 
 
+@kopf.index(GROUP, VERSION, Gateway.plural, registry=registry)
+def gateways_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace: _copy(body)}
+
+
 def router_owner(body: Mapping[str, Any]) -> str | None:
     """The uid of the Router controlling this object, if any."""
     for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
@@ -146,6 +159,7 @@ def snapshot_source(indexes: Mapping[str, kopf.Index[str, Any]]) -> Any:
             routers=values("routers"),
             addresses=values("addresses"),
             link_routes=values("linkroutes"),
+            gateways=values("gateways"),
             statefulsets=statefulsets,
             pods=pods,
         )
@@ -163,6 +177,7 @@ async def startup(
     routers_by_namespace: kopf.Index[str, Any],
     addresses_by_namespace: kopf.Index[str, Any],
     linkroutes_by_namespace: kopf.Index[str, Any],
+    gateways_by_namespace: kopf.Index[str, Any],
     statefulsets_by_namespace: kopf.Index[str, Any],
     pods_by_namespace: kopf.Index[str, Any],
     **_: Any,
@@ -177,13 +192,17 @@ async def startup(
         "routers": routers_by_namespace,
         "addresses": addresses_by_namespace,
         "linkroutes": linkroutes_by_namespace,
+        "gateways": gateways_by_namespace,
         "statefulsets": statefulsets_by_namespace,
         "pods": pods_by_namespace,
     }
 
     def namespaces() -> set[str]:
         return (
-            set(routers_by_namespace) | set(addresses_by_namespace) | set(linkroutes_by_namespace)
+            set(routers_by_namespace)
+            | set(addresses_by_namespace)
+            | set(linkroutes_by_namespace)
+            | set(gateways_by_namespace)
         )
 
     reconciler = Reconciler(api, config, snapshot_source(indexes), namespaces)

@@ -118,6 +118,7 @@ class LocalPod:
             "routeContainerEndpoints": self.endpoints("route-container"),
             "interRouterEndpoints": self.endpoints("inter-router"),
             "edgeEndpoints": self.endpoints("edge"),
+            "gatewayEndpoints": self.endpoints("gateway"),
             "httpEndpoint": f"http://{self.http[0]}:{self.http[1]}" if self.http else None,
         }
 
@@ -138,7 +139,8 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
         entry = ctr.model_dump(mode="json", exclude_defaults=True)
         if ctr.name == f"connector/{ctr.address}":
             entry.pop("name", None)
-        # Peers' DNS names become their addresses; a broker's host (a LinkRoute's) is kept.
+        # Peers' DNS names become their addresses; a broker's host (a LinkRoute's) and another
+        # network's gateway (a Gateway connector's) are kept.
         host_here = hosts.get(ctr.host, ctr.host)
         connectors.append({**entry, "host": host_here, "port": ctr.port, "role": ctr.role})
     data = {
@@ -150,6 +152,9 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
     }
     if not data["linkRoutes"]:
         del data["linkRoutes"]  # the file as before LinkRoutes, for a router that has none
+    gateway = config.gateway.model_dump(mode="json", exclude_defaults=True)
+    if gateway:
+        data["gateway"] = gateway
     telemetry = config.telemetry.model_dump(mode="json", exclude_defaults=True)
     if config.telemetry.http is not None:
         # On the pod's own address, as its listeners: each router has the planner's port.

@@ -165,6 +165,10 @@ def print_applied(applied: local.Applied) -> None:
         print("addresses: " + "; ".join(_declared(a) for a in applied.addresses))
     if applied.link_routes:
         print("link routes: " + "; ".join(_link_route(lr) for lr in applied.link_routes))
+    gateways = [f"{pod.name} {e}" for pod in applied.pods for e in pod.endpoints("gateway")]
+    if gateways:
+        # What another network's Gateway connector dials (host and port) to join this one.
+        print("gateway listeners: " + "; ".join(gateways))
     for c in applied.collectors:
         what = applied.collector_actions.get(c.network, "unchanged")
         print(

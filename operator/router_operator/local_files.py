@@ -1,6 +1,6 @@
-"""The local backend's input: Router, Address and LinkRoute files, as ``kubectl apply -f`` takes
-them, read, validated and planned exactly as the operator does it with the API's objects (the
-CRD models through adapter.py, then planner.py).
+"""The local backend's input: Router, Address, LinkRoute and Gateway files, as ``kubectl apply
+-f`` takes them, read, validated and planned exactly as the operator does it with the API's
+objects (the CRD models through adapter.py, then planner.py).
 
 Everything is checked before anything runs, and every problem is one line naming the file, the
 object and the field (`InvalidInput`). On top of the models' rules:
@@ -324,6 +324,7 @@ def plan_files(
         [adapter.router_decl(p, DEFAULT_ROUTER_IMAGE) for p in parsed["Router"]],
         [adapter.address_decl(p) for p in parsed["Address"]],
         [adapter.link_route_decl(p) for p in parsed["LinkRoute"]],
+        [adapter.gateway_decl(p) for p in parsed["Gateway"]],
     )
     origin = {(d.kind, d.name): d.origin for d in declared}
     warnings: list[str] = []

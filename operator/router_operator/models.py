@@ -1,4 +1,4 @@
-"""The custom resources Router, Address and LinkRoute: the one definition of their API.
+"""The custom resources Router, Address, LinkRoute and Gateway: the one definition of their API.
 
 These pydantic models are the single source of truth. ``crds.py`` turns them into the CRDs the
 API server enforces (OpenAPI schema, defaults, enums, CEL rules), and the operator and the local
@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from router_operator.autoscaling import AutoscalingSpec, AutoscalingStatus
+from router_operator.gateway import GatewayRouting
 from router_operator.spec import Rule, StrictSpec
 
 GROUP = "routernet.io"
@@ -586,6 +587,18 @@ class LinkRouteSpec(StrictSpec):
     )
 
 
+# --- Gateway --------------------------------------------------------------------------------
+
+
+class GatewaySpec(GatewayRouting):
+    """A network's global addressing and its gateway connections to other networks
+    (gateway.py); one per network."""
+
+    network: NetworkName = Field(
+        default=DEFAULT_NETWORK, description="The router network, within this namespace."
+    )
+
+
 # --- status -----------------------------------------------------------------------------------
 
 
@@ -707,6 +720,10 @@ class LinkRouteStatus(_Status):
     """A LinkRoute's observed state: whether every router of its network applies it."""
 
 
+class GatewayStatus(_Status):
+    """A Gateway's observed state: whether every router of its network applies it."""
+
+
 # --- the kinds ----------------------------------------------------------------------------------
 
 
@@ -803,5 +820,19 @@ class LinkRoute(CustomResource):
     status: LinkRouteStatus = Field(default_factory=LinkRouteStatus)
 
 
-KINDS: tuple[type[CustomResource], ...] = (Router, Address, LinkRoute)
+class Gateway(CustomResource):
+    """Global addressing for a router network: which container ()/node means, which containers
+    other networks see, and gateway connections to them; on every router of the network."""
+
+    kind_name: ClassVar[str] = "Gateway"
+    plural: ClassVar[str] = "gateways"
+    singular: ClassVar[str] = "gateway"
+    short_names: ClassVar[tuple[str, ...]] = ("rgw",)
+
+    kind: Literal["Gateway"] = "Gateway"
+    spec: GatewaySpec
+    status: GatewayStatus = Field(default_factory=GatewayStatus)
+
+
+KINDS: tuple[type[CustomResource], ...] = (Router, Address, LinkRoute, Gateway)
 """Every custom resource kind, in the order the CRDs are generated."""

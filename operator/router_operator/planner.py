@@ -1,5 +1,5 @@
-"""The network planner: from the Router, Address and LinkRoute declarations of one namespace to
-the exact configuration of every router pod.
+"""The network planner: from the Router, Address, LinkRoute and Gateway declarations of one
+namespace to the exact configuration of every router pod.
 
 Pure on purpose: the reconciler, the local backend (`routernet up`) and the tests all need the
 same answer to "who dials whom and what does each address mean", and a function of its inputs
@@ -36,6 +36,10 @@ Rules, and why:
   on every connection attempt. The operator never reads a Secret, so it cannot know whether a
   TLS Secret also holds a client certificate: none is presented (tls.crt and tls.key are not
   used).
+- A network has at most one Gateway (gateway.py ``plan_gateway``: the oldest wins, others are a
+  Conflict): its rules, defaultContainer and export go into every router's ``gateway`` section;
+  its listener (role gateway) and connectors (``gateway/<name>``) into the pods of the interior
+  Router each names, with the container routes that use those connectors.
 - A listener with a TLS Secret serves TLS only (``requireSsl``) with an sslProfile
   ``listener-<port>`` whose certFile and privateKeyFile are the Secret's tls.crt and tls.key,
   mounted at ``/etc/routernet-tls/<port>/`` (render). The files exist only in the pod, so configs
@@ -68,10 +72,11 @@ from router.config import (
 )
 from router.config import LinkRoute as RouterLinkRoute
 from router.telemetry.config import METRICS_PORT
+from router_operator.gateway import GatewayDecl, GatewayPlan, plan_gateway
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
-Kind = Literal["Router", "Address", "LinkRoute"]
+Kind = Literal["Router", "Address", "LinkRoute", "Gateway"]
 Report = Callable[[Kind, str, str, str], None]
 
 INTER_ROUTER_PORT = 55672
@@ -416,6 +421,7 @@ class NetworkPlan:
     connections: tuple[Connection, ...]
     addresses: tuple[FoldedAddress, ...]
     link_routes: tuple[LinkRoutePlan, ...]
+    gateway: GatewayPlan | None = None
 
     @property
     def pods(self) -> tuple[PodPlan, ...]:
@@ -516,6 +522,7 @@ def plan_namespace(
     routers: Iterable[RouterDecl],
     addresses: Iterable[AddressDecl] = (),
     link_routes: Iterable[LinkRouteDecl] = (),
+    gateways: Iterable[GatewayDecl] = (),
     *,
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     edge_failovers: int = DEFAULT_EDGE_FAILOVERS,
@@ -530,10 +537,12 @@ def plan_namespace(
     _reject_duplicate_names("Address", [a.name for a in addresses])
     link_routes = sorted(link_routes, key=_age)
     _reject_duplicate_names("LinkRoute", [lr.name for lr in link_routes])
+    gateways = sorted(gateways, key=_age)
+    _reject_duplicate_names("Gateway", [g.name for g in gateways])
 
     problems: list[Problem] = []
     names = {r.network for r in routers} | {a.network for a in addresses}
-    names |= {lr.network for lr in link_routes}
+    names |= {lr.network for lr in link_routes} | {g.network for g in gateways}
     networks: dict[str, NetworkPlan] = {}
     for net in sorted(names):
         networks[net] = _plan_network(
@@ -542,6 +551,7 @@ def plan_namespace(
             [r for r in routers if r.network == net],
             [a for a in addresses if a.network == net],
             [lr for lr in link_routes if lr.network == net],
+            [g for g in gateways if g.network == net],
             cluster_domain,
             edge_failovers,
             problems,
@@ -549,7 +559,7 @@ def plan_namespace(
     return NamespacePlan(namespace, networks, tuple(problems), cluster_domain)
 
 
-def _age(decl: AddressDecl | LinkRouteDecl) -> tuple[str, str]:
+def _age(decl: AddressDecl | LinkRouteDecl | GatewayDecl) -> tuple[str, str]:
     # An empty timestamp (not yet created) sorts as the newest: it must not win a conflict.
     return (decl.creation_timestamp or "\uffff", decl.name)
 
@@ -578,6 +588,7 @@ def _plan_network(
     routers: list[RouterDecl],
     addresses: list[AddressDecl],
     link_routes: list[LinkRouteDecl],
+    gateways: list[GatewayDecl],
     domain: str,
     edge_failovers: int,
     problems: list[Problem],
@@ -647,6 +658,14 @@ def _plan_network(
 
     folded = _fold_addresses(addresses, report)
     planned_routes = _plan_link_routes(link_routes, report)
+    interior_ports = {
+        decl.name: tuple(lsn.port for lsn in effective_listeners(decl))
+        for decl in placed
+        if decl.role == "interior"
+    }
+    gateway = plan_gateway(
+        gateways, interior_ports, lambda name, why, text: report("Gateway", name, why, text)
+    )
 
     router_plans: list[RouterPlan] = []
     for decl in routers:
@@ -658,7 +677,7 @@ def _plan_network(
         for pod in pods.get(decl.name, []):
             config = None
             if not blocked:
-                config = _build_config(pod, folded, planned_routes, report)
+                config = _build_config(pod, folded, planned_routes, gateway, report)
                 if config is None:
                     blocked = [p for p in router_problems[decl.name] if p.reason in BLOCKING]
             pod_plans.append(
@@ -678,7 +697,12 @@ def _plan_network(
             )
         )
     return NetworkPlan(
-        network, tuple(router_plans), tuple(connections), tuple(folded), tuple(planned_routes)
+        network,
+        tuple(router_plans),
+        tuple(connections),
+        tuple(folded),
+        tuple(planned_routes),
+        gateway,
     )
 
 
@@ -793,7 +817,11 @@ def _ssl_profiles(decl: RouterDecl) -> list[dict[str, Any]]:
 
 
 def _build_config(
-    pod: _Pod, folded: list[FoldedAddress], routes: list[LinkRoutePlan], report: Report
+    pod: _Pod,
+    folded: list[FoldedAddress],
+    routes: list[LinkRoutePlan],
+    gateway: GatewayPlan | None,
+    report: Report,
 ) -> RouterConfig | None:
     """Validates with the router's own model, so nothing reaches a pod that it would refuse;
     all but the files (TLS certificates, the SASL directory), which exist in the pod (mounted
@@ -805,19 +833,34 @@ def _build_config(
     data = {
         "router": router,
         "sslProfiles": _ssl_profiles(pod.router) + _route_ssl_profiles(pod.router, routes),
-        "listeners": _listener_entries(pod.router),
-        "connectors": pod.connectors + _route_connectors(pod.router, routes),
+        "listeners": _listener_entries(pod.router) + _gateway_entries(gateway, "listeners", pod),
+        "connectors": pod.connectors
+        + _route_connectors(pod.router, routes)
+        + _gateway_entries(gateway, "connectors", pod),
         "addresses": [f.entry.model_dump(exclude_defaults=True) for f in folded],
         "linkRoutes": [e.model_dump(exclude_defaults=True) for r in routes for e in r.entries],
         # /metrics, /healthz and /readyz for the kubelet's probes and Prometheus (render.py).
         "telemetry": {"http": {"host": "0.0.0.0", "port": METRICS_PORT}},
     }
+    if gateway is not None:
+        data["gateway"] = gateway.section(pod.router.name)
     try:
         return RouterConfig.model_validate(data, context={FILES_CONTEXT_KEY: False})
     except ValidationError as err:
         message = str(ConfigError.from_validation(err, context=f"router {pod.name}: "))
         report("Router", pod.router.name, "InvalidConfig", message)
         return None
+
+
+def _gateway_entries(
+    gateway: GatewayPlan | None, field: Literal["listeners", "connectors"], pod: _Pod
+) -> list[dict[str, Any]]:
+    """The network's Gateway's listener or connectors, on the pods of the Router it names."""
+    if gateway is None:
+        return []
+    if field == "listeners":
+        return gateway.listeners(pod.router.name)
+    return gateway.connectors(pod.router.name)
 
 
 def _route_ssl_profiles(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[dict[str, Any]]:

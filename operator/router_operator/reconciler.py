@@ -1,4 +1,4 @@
-"""Reconciling one namespace: every Router, Address and LinkRoute of it at once.
+"""Reconciling one namespace: every Router, Address, LinkRoute and Gateway of it at once.
 
 Why per namespace: each router's configuration depends on every Router (its peers), Address and
 LinkRoute of its network, so a change to any of them is a change to the whole network, and the
@@ -192,6 +192,7 @@ class Snapshot:
     routers: tuple[Mapping[str, Any], ...] = ()
     addresses: tuple[Mapping[str, Any], ...] = ()
     link_routes: tuple[Mapping[str, Any], ...] = ()
+    gateways: tuple[Mapping[str, Any], ...] = ()
     statefulsets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """StatefulSet status by the uid of the Router owning it."""
     pods: Mapping[str, PodReport] = field(default_factory=dict)
@@ -270,8 +271,9 @@ def reconcile_namespace(
     routers = _parse_all("Router", snapshot.routers, memory)
     addresses = _parse_all("Address", snapshot.addresses, memory)
     link_routes = _parse_all("LinkRoute", snapshot.link_routes, memory)
+    gateways = _parse_all("Gateway", snapshot.gateways, memory)
     if memory is not None:  # forget objects that are gone
-        live = {f"{p.kind}/{p.uid}" for p in (*routers, *addresses, *link_routes)}
+        live = {f"{p.kind}/{p.uid}" for p in (*routers, *addresses, *link_routes, *gateways)}
         for key in set(memory.written) - live:
             del memory.written[key]
 
@@ -309,7 +311,12 @@ def reconcile_namespace(
             continue
         link_route_decls.append(adapter.link_route_decl(lr))
     plan = plan_namespace(
-        ns, router_decls, address_decls, link_route_decls, cluster_domain=config.cluster_domain
+        ns,
+        router_decls,
+        address_decls,
+        link_route_decls,
+        [adapter.gateway_decl(g) for g in gateways if g.model is not None],
+        cluster_domain=config.cluster_domain,
     )
 
     result = Result()
@@ -348,6 +355,11 @@ def reconcile_namespace(
             lr, plan.problems_of("LinkRoute", lr.name), _application(lr, plan, by_name)
         )
         _write_status(api, lr, status, result, memory)
+    for g in gateways:
+        status = adapter.gateway_status(
+            g, plan.problems_of("Gateway", g.name), _application(g, plan, by_name)
+        )
+        _write_status(api, g, status, result, memory)
     return result
 
 
