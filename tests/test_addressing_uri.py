@@ -231,13 +231,11 @@ _hosts = st.one_of(
     st.lists(_label, min_size=1, max_size=3).map(".".join),
     st.ip_addresses().map(str),
 )
-_containers = st.text(
-    st.characters(blacklist_characters="()/", blacklist_categories=("Cs",)), max_size=12
+_containers = st.text(st.characters(blacklist_characters="()/", codec="utf-8"), max_size=12)
+_nodes = st.text(st.characters(blacklist_characters="()", codec="utf-8"), max_size=16).filter(
+    lambda n: not n.startswith("/") and n != "$"
 )
-_nodes = st.text(
-    st.characters(blacklist_characters="()", blacklist_categories=("Cs",)), max_size=16
-).filter(lambda n: not n.startswith("/") and n != "$")
-_secrets = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)
+_secrets = st.text(st.characters(codec="utf-8"), max_size=10)
 
 
 @st.composite
