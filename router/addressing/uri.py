@@ -37,6 +37,8 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _HOST = re.compile(r"[A-Za-z0-9._~!$&'*+,;=-]+")
 _PORT = re.compile(r"[0-9]+")
 _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# The first characters a container form can have: "(", Dispatch's "/" or a scheme's "a".
+_CONTAINER_STARTS = frozenset("(/aA")
 # The key of `scheme://user:key@`, masked in error messages.
 _KEY = re.compile(r"(://[^/:@]*):[^/]*@")
 
@@ -282,6 +284,8 @@ def split_container(address: str) -> tuple[str, str] | None:
     container; ``()`` gives "". None for anything else, malformed container forms included:
     routers call this for every attach and every message to the anonymous relay, so it never
     raises and settles the common case (no parenthesis, no scheme) with a few prefix checks."""
+    if address[:1] not in _CONTAINER_STARTS:
+        return None  # most addresses: one check
     if address.startswith("("):
         rest = address
     elif address.startswith("/("):
