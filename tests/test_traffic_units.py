@@ -1,23 +1,31 @@
-"""`routernet send`/`receive` without a network: the rate schedule and its pacer, the resend
-ledger, the receiver's tally, endpoint URLs, spreading and a state directory's routers, and the
-commands' one-line errors (exit 2)."""
+"""`routernet send`/`receive`/`request` without a network: the rate schedule and its pacer, the
+resend ledger, the receiver's tally, endpoint URLs, global addresses' hosts and credentials,
+spreading and a state directory's routers, messages as JSON lines, and the commands' one-line
+errors (exit 2)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from proton import Message, symbol
 from router_operator import local, local_cli
+from router_operator.traffic import cli
 from router_operator.traffic.endpoints import (
     EndpointError,
+    Security,
     parse_url,
     rebalance,
     spread,
     state_endpoints,
+    uri_endpoint,
+    uri_security,
 )
 from router_operator.traffic.ledger import Ledger, Outcome, Tally
 from router_operator.traffic.rate import (
@@ -28,6 +36,9 @@ from router_operator.traffic.rate import (
     parse_ramp,
     schedule_for,
 )
+from router_operator.traffic.records import message_line, message_record
+
+from router.addressing import parse_uri
 
 # ----- the schedule -------------------------------------------------------------------------
 
@@ -234,6 +245,84 @@ def test_bad_urls(url: str, why: str) -> None:
         parse_url(url)
 
 
+@pytest.mark.parametrize(
+    ("text", "endpoint"),
+    [
+        ("amqps://gw.example.com/(london-branch-34)/atm", "amqps://gw.example.com:5671"),
+        ("amqp://127.0.0.2/q", "amqp://127.0.0.2:5672"),
+        ("amqp://[::1]:7000/q", "amqp://[::1]:7000"),
+    ],
+)
+def test_a_uris_endpoint(text: str, endpoint: str) -> None:
+    assert uri_endpoint(parse_uri(text)) == endpoint
+
+
+def test_credentials_come_from_the_uri_before_the_environment(tmp_path: Path) -> None:
+    env = {"ROUTERNET_USER": "env-user", "ROUTERNET_PASSWORD": "env-pw"}
+    assert uri_security(parse_uri("amqp://h/q"), {}) == Security()
+    assert uri_security(parse_uri("amqp://h/q"), env) == Security(
+        user="env-user", password="env-pw"
+    )
+    assert uri_security(parse_uri("amqp://al%40x:k@h/q"), env) == Security(
+        user="al@x", password="k"
+    )
+    assert uri_security(parse_uri("amqp://al@h/q"), env) == Security(user="al", password="env-pw")
+    assert uri_security(parse_uri("amqp://al:@h/q"), env) == Security(user="al", password="")
+    assert uri_security(parse_uri("amqp://h/q"), {"ROUTERNET_PASSWORD": "pw"}) == Security()
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    assert uri_security(parse_uri("amqps://h/q"), {}, ca=str(ca)) == Security(tls=True, ca=str(ca))
+    with pytest.raises(EndpointError, match="no password for user 'al'"):
+        uri_security(parse_uri("amqp://al@h/q"), {})
+
+
+def test_the_routing_address_of_each_form() -> None:
+    def target(*argv: str) -> cli.Target:
+        args = local_cli._parser().parse_args(["send", *argv])
+        return cli._target(args)
+
+    gateway = target("amqps://gw.example.com/(london-branch-34)/atm")
+    assert gateway.address == "(london-branch-34)/atm"
+    assert gateway.source() == ["amqps://gw.example.com:5671"]
+    assert gateway.security.tls
+    for bare, routing in [
+        ("queue1", "queue1"),
+        ("amqp:queue1", "queue1"),
+        ("(c)/node", "(c)/node"),
+        ("amqp:()/control", "()/control"),
+        ("$x", "$x"),
+    ]:
+        found = target(bare, "--url", "amqp://127.0.0.2:5672")
+        assert (found.address, found.source()) == (routing, ["amqp://127.0.0.2:5672"])
+        assert found.security == Security()
+
+
+def test_a_message_as_a_json_line() -> None:
+    message = Message(
+        id="m:1",
+        subject="s",
+        reply_to="amqp:/_topo/0/R1/temp.x",
+        correlation_id=uuid.UUID(int=1),
+        properties={"k": "v", "n": 3, "b": b"\xffok"},
+        body={symbol("key"): [b"text", 1.5, None], 7: True},
+    )
+    assert message_record(message) == {
+        "body": {"key": ["text", 1.5, None], "7": True},
+        "properties": {
+            "message_id": "m:1",
+            "subject": "s",
+            "reply_to": "amqp:/_topo/0/R1/temp.x",
+            "correlation_id": "00000000-0000-0000-0000-000000000001",
+        },
+        "application_properties": {"k": "v", "n": 3, "b": "\\xffok"},
+    }
+    assert json.loads(message_line(Message(body="hi"))) == {
+        "body": "hi",
+        "properties": {},
+        "application_properties": {},
+    }
+
+
 def test_spread_round_robin_and_one_each() -> None:
     assert spread(["b", "a", "c"], None) == Counter({"a": 1, "b": 1, "c": 1})
     assert spread(["a", "b"], 5) == Counter({"a": 3, "b": 2})
@@ -311,11 +400,30 @@ def test_the_running_routers_of_a_state_directory(state_dir: Path) -> None:
         (["send", "q", "--router", "nope"], "routernet send: no Router 'nope'"),
         (["receive", "q", "--router", "edge"], "routernet receive: no router endpoints found"),
         (["send", "q", "--state-dir", "/nonexistent"], "routernet send: no network in"),
+        (["send", "queue(1)"], "routernet send: bad address 'queue(1)': parentheses"),
+        (["receive", "(c"], "routernet receive: bad address '(c': unbalanced '('"),
+        (["request", "amqp:(c)/"], "routernet request: bad address 'amqp:(c)/': no node path"),
+        (["send", "http://h/q"], "routernet send: bad address 'http://h/q': unknown scheme"),
+        (["request", "amqps://h:0/q"], "routernet request: bad address 'amqps://h:0/q': port 0"),
+        (["receive", "amqp://h/q", "--url", "h"], "routernet receive: ADDRESS names its host (h)"),
+        (["send", "amqp://h/q", "--router", "core"], "routernet send: ADDRESS names its host (h)"),
+        (["send", "q", "--ca", "ca.pem"], "routernet send: --ca, --cert and --key are for"),
+        (["request", "amqp://h/q", "--ca", "ca"], "routernet request: --ca, --cert and --key"),
+        (["request", "amqps://h/q", "--cert", "c"], "routernet request: --cert and --key go"),
+        (["request", "amqps://h/q", "--ca", "/nonexistent"], "routernet request: --ca /nonex"),
+        (["request", "amqp://bob@h/q"], "routernet request: no password for user 'bob'"),
+        (["send", "q", "--property", "seq=1"], "routernet send: --property seq: send sets"),
+        (["request", "q", "--router", "edge"], "routernet request: no router endpoints found"),
     ],
 )
 def test_errors_before_any_traffic_are_one_line_and_exit_2(
-    state_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    state_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
 ) -> None:
+    monkeypatch.delenv("ROUTERNET_PASSWORD", raising=False)
     if "--state-dir" not in args:
         args = [*args, "--state-dir", str(state_dir)]
     assert local_cli.main(args) == 2
@@ -333,6 +441,12 @@ def test_errors_before_any_traffic_are_one_line_and_exit_2(
         ["send", "q", "--connections", "x"],
         ["receive", "q", "--idle", "-1"],
         ["receive", "q", "--body-size", "5"],
+        ["send", "q", "--body", "x", "--body-size", "5"],
+        ["send", "q", "--property", "no-value"],
+        ["request", "q", "--property", "=v"],
+        ["request", "q", "--count", "3"],
+        ["request", "q", "--timeout", "soon"],
+        ["receive", "q", "--body", "x"],
     ],
 )
 def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,12 +6,13 @@
     routernet analyze [--output DIR]     Spark analysis of the network's telemetry (pipeline/)
     routernet send ADDRESS [--rate R|--ramp SPEC] [--count N] ...   reliable traffic (traffic/)
     routernet receive ADDRESS [--count N] [--idle S] ...            a consumer on every router
+    routernet request ADDRESS [--body TEXT] [--timeout S]           one request, its reply
 
 Exit codes: 0 fine; 1 a router failed to start or stop, (status) is not running, (send) a
-message ended neither accepted nor rejected, (receive) --count was not reached; 2 invalid files
-or usage (nothing changed); 130 interrupted. The backend is local.py (processes, state, status)
-with local_files.py (reading, validating and planning the files); send and receive are
-traffic/.
+message ended neither accepted nor rejected, (receive) --count was not reached, (request) no
+reply; 2 invalid files or usage (nothing changed); 130 interrupted. The backend is local.py
+(processes, state, status) with local_files.py (reading, validating and planning the files);
+send, receive and request are traffic/.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return traffic.send(args, PROG)
         if args.command == "receive":
             return traffic.receive(args, PROG)
+        if args.command == "request":
+            return traffic.request(args, PROG)
         return down(args.state_dir, args.timeout)
     except InvalidInput as err:
         for line in err.lines:

@@ -1,4 +1,5 @@
-"""Addresses: Dispatch's classes and keys (dispatch.py), address rules (rules.py)."""
+"""Addresses: Dispatch's classes and keys (dispatch.py), address rules (rules.py), global
+addresses (uri.py)."""
 
 from router.addressing.dispatch import (
     CONTAINER_KEY,
@@ -16,6 +17,7 @@ from router.addressing.rules import (
     TokenTree,
     rule_tokens,
 )
+from router.addressing.uri import AddressError, GlobalAddress, parse_uri, split_container
 
 __all__ = [
     "CONTAINER_KEY",
@@ -23,11 +25,15 @@ __all__ = [
     "DISTRIBUTIONS",
     "MANAGEMENT_ADDRESS",
     "UNDELIVERABLE_ACTIONS",
+    "AddressError",
     "AddressRule",
     "AddressTable",
     "Destination",
+    "GlobalAddress",
     "Kind",
     "TokenTree",
     "parse",
+    "parse_uri",
     "rule_tokens",
+    "split_container",
 ]

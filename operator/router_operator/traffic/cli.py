@@ -1,13 +1,21 @@
-"""The arguments of ``routernet send`` and ``routernet receive``, their errors and output.
+"""The arguments of ``routernet send``, ``receive`` and ``request``, their errors and output.
 
 local_cli.py owns the ``routernet`` parser and only adds these subcommands' arguments and calls
-``send``/``receive``; everything else is here. The event loops (sender.py, receiver.py) are
-imported only when a command runs.
+``send``/``receive``/``request``; everything else is here. The event loops (sender.py,
+receiver.py, request.py) are imported only when a command runs.
+
+The ADDRESS of each is a global address (router/addressing/uri.py). With a host
+(``amqps://gw.example.com/(london-branch-34)/atm``) the command connects there, with TLS for
+``amqps`` and PLAIN credentials from the URI or the environment (endpoints.py); a bare form
+(``orders``, ``(c)/node``, ``()/control``, ``$x``) goes to the state dir's routers or ``--url``.
+Either way the links attach to the routing address, ``(c)/node`` or ``node``.
 
 Output contract (the autoscaling test and the bench read it): progress lines on stderr, one
-JSON summary line on stdout (and in ``--summary FILE``); exit 0 when every message sent ended
-accepted or rejected (send) or ``--count`` was reached (receive), 1 otherwise, 2 for an error
-found before any traffic (bad URL or ramp, no endpoints), each one line.
+JSON summary line on stdout (and in ``--summary FILE``), after one JSON line per message with
+``receive --print``; exit 0 when every message sent ended accepted or rejected (send) or
+``--count`` was reached (receive), 1 otherwise, 2 for an error found before any traffic (bad
+address, URL or ramp, no endpoints), each one line. ``request`` prints the reply as one JSON
+line and exits 0, or 1 (no reply: timeout, refused, connection lost), or 2.
 """
 
 from __future__ import annotations
@@ -15,13 +23,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from router_operator.traffic.endpoints import EndpointError, parse_url, state_endpoints
+from router.addressing import AddressError, parse_uri
+from router_operator.traffic.endpoints import (
+    EndpointError,
+    Security,
+    parse_url,
+    state_endpoints,
+    uri_endpoint,
+    uri_security,
+)
 from router_operator.traffic.rate import RampError, schedule_for
 
 DEFAULT_BODY_SIZE = 100
@@ -57,8 +75,21 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("address", metavar="ADDRESS", help="the AMQP address (e.g. orders)")
+def _property(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    """The address and where to connect: what every command has."""
+    parser.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="a node (orders, $x), (container)/node, ()/node, or a URI with a host to connect"
+        " to: amqp[s]://[user[:key]@]host[:port]/[(container)/]node",
+    )
     parser.add_argument(
         "--router",
         metavar="NAME",
@@ -71,6 +102,26 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="connect here (amqp://host:port; repeatable) instead of the state dir's routers",
     )
     parser.add_argument(
+        "--ca", metavar="FILE", help="amqps: trust this CA (PEM) instead of the system's"
+    )
+    parser.add_argument("--cert", metavar="FILE", help="amqps: a client certificate (PEM)")
+    parser.add_argument("--key", metavar="FILE", help="amqps: the client certificate's key")
+
+
+def _message_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--subject", metavar="S", help="the messages' subject")
+    parser.add_argument(
+        "--property",
+        type=_property,
+        action="append",
+        metavar="K=V",
+        help="an application property (a string; repeatable)",
+    )
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    _where(parser)
+    parser.add_argument(
         "--count", type=_positive_int, metavar="N", help="stop after N distinct messages"
     )
     parser.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
@@ -80,8 +131,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
-    """``send`` and ``receive`` as subcommands (``commands``: the add_subparsers result;
-    ``common``: the parent parser with ``--state-dir``)."""
+    """``send``, ``receive`` and ``request`` as subcommands (``commands``: the add_subparsers
+    result; ``common``: the parent parser with ``--state-dir``)."""
     add_send_arguments(
         commands.add_parser(
             "send",
@@ -106,6 +157,18 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
             ),
         )
     )
+    add_request_arguments(
+        commands.add_parser(
+            "request",
+            parents=[common],
+            help="send one request to ADDRESS and print the reply",
+            description=(
+                "One connection: a reply link with a dynamic address, then the request with"
+                " reply-to set to it. Prints the reply as a JSON line (body, properties,"
+                " application_properties); exit 1 when none comes."
+            ),
+        )
+    )
 
 
 def add_send_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,13 +186,16 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
         help="msgs/s piecewise-linear over seconds since start: T0:R0,T1:R1,... (e.g."
         " 0:100,20:3000,60:3000,80:0; ending at rate 0 ends sending there)",
     )
-    parser.add_argument(
+    body = parser.add_mutually_exclusive_group()
+    body.add_argument(
         "--body-size",
         type=_natural,
         default=DEFAULT_BODY_SIZE,
         metavar="BYTES",
         help="bytes of body per message (default: %(default)s)",
     )
+    body.add_argument("--body", metavar="TEXT", help="this string as every message's body")
+    _message_arguments(parser)
     parser.add_argument(
         "--connections",
         type=_positive_int,
@@ -147,10 +213,58 @@ def add_receive_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop after S seconds without a message (default 0: never)",
     )
+    parser.add_argument(
+        "--print",
+        action="store_true",
+        help="each message as a JSON line on stdout (body, properties, application_properties)",
+    )
+
+
+def add_request_arguments(parser: argparse.ArgumentParser) -> None:
+    _where(parser)
+    parser.add_argument("--body", metavar="TEXT", help="the request's body (a string)")
+    _message_arguments(parser)
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="give up after S seconds without a reply (default: %(default)s)",
+    )
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a command's links go, the same for every command whichever form ADDRESS has."""
+
+    address: str
+    """The routing address the links attach to."""
+    source: Callable[[], list[str]]
+    security: Security
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """What ADDRESS and the options name, checked now (AddressError, EndpointError: the
+    command's one-line error)."""
+    address = parse_uri(args.address, require_node=True)
+    if address.host is None:
+        if args.ca or args.cert or args.key:
+            raise EndpointError("--ca, --cert and --key are for amqps:// URIs")
+        return Target(address.routing_address(), _source(args), Security())
+    if args.url or args.router is not None:
+        # Not the address itself in the message: it may hold a key.
+        raise EndpointError(f"ADDRESS names its host ({address.host}): not with --url or --router")
+    security = uri_security(address, os.environ, args.ca, args.cert, args.key)
+    endpoint = uri_endpoint(address)
+    return Target(address.routing_address(), lambda: [endpoint], security)
+
+
+def _properties(args: argparse.Namespace) -> dict[str, str]:
+    return dict(args.property or [])
 
 
 def _source(args: argparse.Namespace) -> Callable[[], list[str]]:
-    """Where to connect, checked now (EndpointError: the command's one-line error)."""
+    """The state dir's routers or --url (EndpointError: the command's one-line error)."""
     if args.url:
         if args.router is not None:
             raise EndpointError("--router picks pods of the state dir's network: not with --url")
@@ -169,24 +283,31 @@ def _source(args: argparse.Namespace) -> Callable[[], list[str]]:
 
 def send(args: argparse.Namespace, prog: str) -> int:
     name = f"{prog} send"
+    properties = _properties(args)
+    if "seq" in properties:
+        return _error(name, "--property seq: send sets seq itself (each message's number)")
     try:
         schedule = schedule_for(args.rate, args.ramp)
-        source = _source(args)
+        target = _target(args)
     except RampError as err:
         what = f"--ramp {args.ramp!r}" if args.ramp is not None else f"--rate {args.rate:g}"
         return _error(name, f"bad {what}: {err}")
-    except EndpointError as err:
+    except (AddressError, EndpointError) as err:
         return _error(name, str(err))
     from router_operator.traffic.sender import SendOptions, TrafficSender
 
     options = SendOptions(
-        address=args.address,
-        source=source,
+        address=target.address,
+        source=target.source,
         connections=args.connections,
         count=args.count,
         duration=args.duration,
         schedule=schedule,
         body_size=args.body_size,
+        body=args.body,
+        subject=args.subject,
+        properties=properties,
+        security=target.security,
     )
     sender = TrafficSender(options, _reporter(name))
     with _stop_on_signals(sender.request_stop):
@@ -199,23 +320,55 @@ def send(args: argparse.Namespace, prog: str) -> int:
 def receive(args: argparse.Namespace, prog: str) -> int:
     name = f"{prog} receive"
     try:
-        source = _source(args)
-    except EndpointError as err:
+        target = _target(args)
+    except (AddressError, EndpointError) as err:
         return _error(name, str(err))
     from router_operator.traffic.receiver import ReceiveOptions, TrafficReceiver
+    from router_operator.traffic.records import message_line
 
     options = ReceiveOptions(
-        address=args.address,
-        source=source,
+        address=target.address,
+        source=target.source,
         count=args.count,
         duration=args.duration,
         idle=args.idle,
+        security=target.security,
+        show=(lambda message: print(message_line(message), flush=True)) if args.print else None,
     )
     receiver = TrafficReceiver(options, _reporter(name))
     with _stop_on_signals(receiver.request_stop):
         summary = receiver.run()
     short = args.count is not None and summary.distinct < args.count
     return _emit(name, summary.record(), args.summary) or (1 if short else 0)
+
+
+def request(args: argparse.Namespace, prog: str) -> int:
+    name = f"{prog} request"
+    try:
+        target = _target(args)
+        endpoints = target.source()
+    except (AddressError, EndpointError) as err:
+        return _error(name, str(err))
+    from router_operator.traffic.records import message_line
+    from router_operator.traffic.request import Requester, RequestOptions
+
+    options = RequestOptions(
+        address=target.address,
+        endpoint=endpoints[0],
+        body=args.body,
+        subject=args.subject,
+        properties=_properties(args),
+        security=target.security,
+        timeout=args.timeout,
+    )
+    requester = Requester(options)
+    with _stop_on_signals(requester.request_stop):
+        result = requester.run()
+    if result.reply is None:
+        _reporter(name)(result.problem or "no reply")
+        return 1
+    print(message_line(result.reply), flush=True)
+    return 0
 
 
 def _error(name: str, message: str) -> int:

@@ -1,5 +1,12 @@
-"""Where ``send`` and ``receive`` connect: given URLs, or the running routers of a state
-directory, and how connections are spread over them.
+"""Where ``send``, ``receive`` and ``request`` connect: the host of a global address
+(``amqps://gw.example.com/(c)/node``), given URLs, or the running routers of a state directory,
+and how connections are spread over them.
+
+A URI with a host is the gateway to use, with TLS for ``amqps`` and SASL PLAIN when a user is
+known (from the URI, else ``ROUTERNET_USER``; the key likewise from ``ROUTERNET_PASSWORD``, so
+that it need not be on a command line). TLS always verifies the server's certificate and name:
+against ``--ca FILE`` if given, else the system's CAs; there is deliberately no switch to turn
+verification off (give the server's CA instead).
 
 A state directory is read from its ``state.json`` and ``pids/`` (local.State, local.running_pid)
 rather than through ``local.status``: that asks every router's ``$management``, which blocks for
@@ -19,13 +26,66 @@ from __future__ import annotations
 import urllib.parse
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from router.addressing import GlobalAddress
+
 DEFAULT_PORT = 5672
+USER_VARIABLE = "ROUTERNET_USER"
+PASSWORD_VARIABLE = "ROUTERNET_PASSWORD"
 
 
 class EndpointError(Exception):
     """No usable endpoint (bad URL, no network, no such Router); the message is one line."""
+
+
+@dataclass(frozen=True)
+class Security:
+    """How connections are opened: TLS (``tls``: verified against ``ca``, or the system's CAs;
+    ``cert``/``key``: a client certificate) and SASL PLAIN (``user``). The default is what
+    plain ``amqp://`` endpoints get: neither."""
+
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    user: str | None = None
+    password: str | None = None
+
+
+def uri_endpoint(address: GlobalAddress) -> str:
+    """The ``scheme://host:port`` to connect to for a URI with a host."""
+    assert address.host is not None and address.scheme is not None
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    return f"{address.scheme}://{host}:{address.default_port()}"
+
+
+def uri_security(
+    address: GlobalAddress,
+    environ: Mapping[str, str],
+    ca: str | None = None,
+    cert: str | None = None,
+    key: str | None = None,
+) -> Security:
+    """TLS and credentials for connecting to ``address``'s host. The URI's user and key win
+    over the environment's."""
+    tls = address.scheme == "amqps"
+    if (ca or cert or key) and not tls:
+        raise EndpointError("--ca, --cert and --key are for amqps:// URIs")
+    if (cert is None) != (key is None):
+        raise EndpointError("--cert and --key go together")
+    for option, path in (("--ca", ca), ("--cert", cert), ("--key", key)):
+        if path is not None and not Path(path).is_file():
+            raise EndpointError(f"{option} {path}: no such file")
+    user = address.user if address.user is not None else environ.get(USER_VARIABLE) or None
+    password = address.key if address.key is not None else environ.get(PASSWORD_VARIABLE)
+    if user is not None and password is None:
+        raise EndpointError(
+            f"no password for user {user!r}: give it in the URI (user:key@host) or"
+            f" {PASSWORD_VARIABLE}"
+        )
+    return Security(tls, ca, cert, key, user, password if user is not None else None)
 
 
 def parse_url(text: str) -> str:

@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from proton import Delivery, Endpoint, Event
+from proton import Delivery, Endpoint, Event, SSLDomain
 from proton.handlers import MessagingHandler
 
 from router.connector import STABLE_SECONDS, backoff_delay
-from router_operator.traffic.endpoints import EndpointError, rebalance, spread
+from router_operator.traffic.endpoints import EndpointError, Security, rebalance, spread
 
 MAX_BACKOFF = 2.0
 REFRESH_SECONDS = 2.0
@@ -55,6 +55,24 @@ class Owner(Protocol):
     def lost(self, slot: Slot, reason: str, was_attached: bool) -> None: ...
 
     def in_flight(self, slot: Slot) -> int: ...
+
+
+def connect_options(security: Security) -> dict[str, Any]:
+    """Container.connect's keyword arguments for ``security``: one SSLDomain, made here once
+    and shared by every connection, and PLAIN credentials (proton allows PLAIN without TLS,
+    as the routers' PLAIN listeners do)."""
+    options: dict[str, Any] = {}
+    if security.user is not None:
+        options.update(user=security.user, password=security.password, allowed_mechs="PLAIN")
+    if security.tls:
+        domain = SSLDomain(SSLDomain.MODE_CLIENT)
+        if security.ca is not None:
+            domain.set_trusted_ca_db(security.ca)
+        if security.cert is not None:
+            domain.set_credentials(security.cert, security.key, None)
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, security.ca)
+        options["ssl_domain"] = domain
+    return options
 
 
 class Call:
@@ -114,7 +132,9 @@ class Slot(MessagingHandler):  # type: ignore[misc]
         pool = self.pool
         self.generation += 1
         self.attached_at = None
-        self.conn = pool.container.connect(self.endpoint, handler=self, reconnect=False)
+        self.conn = pool.container.connect(
+            self.endpoint, handler=self, reconnect=False, **pool.connect_options
+        )
         name = f"{pool.container.container_id}-{pool.role}-{self.number}"
         if pool.role == SENDER:
             self.link = pool.container.create_sender(self.conn, pool.address, name=name)
@@ -220,7 +240,8 @@ class Slot(MessagingHandler):  # type: ignore[misc]
 
 class Pool:
     """The slots of one sender or receiver: ``connections`` spread over ``source()``'s
-    endpoints (None: one per endpoint), refreshed by ``tick``."""
+    endpoints (None: one per endpoint), refreshed by ``tick``, each opened with
+    ``security``."""
 
     def __init__(
         self,
@@ -232,6 +253,7 @@ class Pool:
         connections: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         refresh_seconds: float = REFRESH_SECONDS,
+        security: Security | None = None,
     ) -> None:
         self.container = container
         self.role = role
@@ -241,6 +263,7 @@ class Pool:
         self.connections = connections
         self.clock = clock
         self.refresh_seconds = refresh_seconds
+        self.connect_options = connect_options(security or Security())
         self.offset = random.randrange(1 << 16)
         self.slots: list[Slot] = []
         """The slots in use; retiring ones are in ``retiring``."""

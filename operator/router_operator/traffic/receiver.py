@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Delivery, Event
+from proton import Delivery, Event, Message
 from proton.reactor import Container
 
+from router_operator.traffic.endpoints import Security
 from router_operator.traffic.ledger import Tally
 from router_operator.traffic.pool import CLOSE_SECONDS, RECEIVER, Call, Pool, Slot
 
@@ -42,6 +43,9 @@ class ReceiveOptions:
     """Stop after this long without a message (from the start, too); 0: never."""
     progress_seconds: float = PROGRESS_SECONDS
     credit: int = CREDIT
+    security: Security | None = None
+    show: Callable[[Message], None] | None = None
+    """Called with every message received (``--print``)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class TrafficReceiver:
             self,
             None,
             clock=self.clock,
+            security=self.options.security,
         )
         self.pool.refresh()
         self._tick()
@@ -159,6 +164,8 @@ class TrafficReceiver:
     def message(self, slot: Slot, event: Event) -> None:
         delivery = event.delivery
         self.tally.record(event.message.id)
+        if self.options.show is not None:
+            self.options.show(event.message)
         self._last_message = self.clock()
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()

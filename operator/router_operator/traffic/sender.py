@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from proton import Delivery, Event, Message
 from proton.reactor import Container
 
+from router_operator.traffic.endpoints import Security
 from router_operator.traffic.ledger import Ledger, Outcome
 from router_operator.traffic.pool import CLOSE_SECONDS, SENDER, Call, Pool, Slot
 from router_operator.traffic.rate import Pacer, Schedule
@@ -51,6 +52,12 @@ class SendOptions:
     schedule: Schedule | None = None
     """None: as fast as credit allows."""
     body_size: int = 100
+    body: str | None = None
+    """The body as an AMQP string instead of ``body_size`` bytes."""
+    subject: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    """Application properties besides ``seq``."""
+    security: Security | None = None
     finish_timeout: float = FINISH_TIMEOUT
     progress_seconds: float = PROGRESS_SECONDS
 
@@ -91,7 +98,9 @@ class TrafficSender:
         self.id = str(uuid.uuid4())
         self.ledger = Ledger(self.id)
         self.pacer = Pacer(options.schedule)
-        self.body = b"x" * options.body_size
+        self.body: str | bytes = b"x" * options.body_size
+        if options.body is not None:
+            self.body = options.body
         self.container: Any = None
         self.pool: Pool | None = None
         self.phase = "sending"  # -> finishing -> closing -> stopped
@@ -137,6 +146,7 @@ class TrafficSender:
             self,
             connections=self.options.connections,
             clock=self.clock,
+            security=self.options.security,
         )
         self.pool.refresh()
         self._tick()
@@ -215,8 +225,15 @@ class TrafficSender:
         self._turn = turn
 
     def _message(self, seq: int) -> Message:
-        message = Message(id=self.ledger.message_id(seq), properties={"seq": seq}, body=self.body)
-        message.inferred = True  # the body as a data section, as most clients send bytes
+        options = self.options
+        message = Message(
+            id=self.ledger.message_id(seq),
+            subject=options.subject,
+            properties={**options.properties, "seq": seq},
+            body=self.body,
+        )
+        # Bytes as a data section, as most clients send them; a --body string as amqp-value.
+        message.inferred = isinstance(self.body, bytes)
         return message
 
     # --- what the slots report -------------------------------------------------------------
