@@ -51,7 +51,7 @@ DRAINING_ERROR = "amqp:link:detach-forced"
 # How often the loop counts what is still held (a walk over every link).
 CHECK_SECONDS = 0.02
 # Connection roles whose new links are refused while draining: clients, not other routers.
-CLIENT_ROLES = frozenset({"normal", "route-container"})
+CLIENT_ROLES = frozenset({"normal", "route-container", "gateway"})
 
 
 def refuses(router: Router, role: str) -> bool:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
 
-from router.addressing import Kind, parse
+from router.addressing import Kind, parse, split_container
 from router.config import ROUTER_ROLES
 from router.containers.table import (
     Across,
@@ -66,14 +66,6 @@ NOT_FOUND = "amqp:not-found"
 # Where an edge router reports its containers, on its interior.
 CONTAINERS_NODE = "$routernet.containers"
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
-
-
-def split(path: str) -> tuple[str, str] | None:
-    """`(c)/node` as (c, node) (c empty for `()`); None when it does not have that form."""
-    close = path.find(")")
-    if path[:1] != "(" or close < 0 or path[close + 1 : close + 2] != "/":
-        return None
-    return path[1:close], path[close + 2 :]
 
 
 class Containers:
@@ -238,7 +230,7 @@ class Containers:
             return False
         linkrouter = self.router.linkrouter
         link.address = address
-        parts = split(dest.address)
+        parts = split_container(dest.address)
         if parts is None or not parts[1]:
             linkrouter.refuse(
                 link, "amqp:invalid-field", f"{address!r}: a container address needs a node"
@@ -305,7 +297,7 @@ class Containers:
         router = self.router
         forwarder = router.fwd
         me = router.id
-        parts = split(parse(msg.address, me).address)
+        parts = split_container(parse(msg.address, me).address)
         if parts is None or not parts[1]:
             self.reject(fwd, "amqp:invalid-field", f"{msg.address!r}: no node to deliver to")
             return
