@@ -92,7 +92,11 @@ def make_cert(directory: Path, name: str, ca: str, sans: list[str] | None = None
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    d = tmp_path_factory.mktemp("pki")
+    return build_pki(tmp_path_factory.mktemp("pki"))
+
+
+def build_pki(d: Path) -> Pki:
+    """Two CAs, a server, a client and a stranger certificate in directory `d`."""
     ca, _ = make_ca(d, "ca")
     other_ca, _ = make_ca(d, "other-ca")
     make_cert(d, "server", "ca", SERVER_NAMES)

@@ -190,6 +190,8 @@ class Containers:
         found = self.table.locate(container, cost)
         if found is None and container in cost:
             return There(container)  # a router that does not advertise itself (qdrouterd)
+        if isinstance(found, Across) and getattr(found.conn, "remote_container", None) == container:
+            return Here(found.conn)  # the container itself, dialled by a gateway connector
         return found
 
     def rows(self) -> list[dict[str, Any]]:

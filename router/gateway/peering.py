@@ -11,7 +11,10 @@ endpoint in front of a network, the container names what lies behind it):
   network like a container connected to it, so every router there routes toward the gateway.
   Imported containers are never exported again: nothing transits, nothing loops.
 - The config's `containers` table names containers reached through a connector by hand (the
-  seed's simple case), whatever the other side says.
+  seed's simple case), whatever the other side says. The other side need not be a router: a
+  broker dialled by a gateway connector and named in the table by its own container-id is
+  reached as a container connected here (its node, no container part); nothing but routers is
+  told exports.
 - Messages cross on one anonymous link each way, the routing address carried as the
   to-override (`(c)/node`, already resolved when the sender said `()/node`); router annotations
   of the other network other than that one are ignored on the way in, its router ids meaning
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from proton import Message as ProtonMessage
 
 from router.addressing import Kind, parse
+from router.connection import PRODUCT
 from router.containers.table import advertisable
 from router.gateway.rules import exported
 from router.log import get_logger
@@ -79,8 +83,9 @@ class Gateways:
 
     def connection_opened(self, conn: Connection) -> None:
         peer = self.peers[conn] = Peer(conn)
-        peer.exports = self.attach_sender(conn, EXPORTS_NODE)
-        peer.data = self.attach_sender(conn, None)
+        if conn.remote_properties.get("product") == PRODUCT:
+            peer.exports = self.attach_sender(conn, EXPORTS_NODE)
+            peer.data = self.attach_sender(conn, None)
         log.info(
             "gateway.connected", conn=conn.conn_id, peer=conn.host, container=conn.remote_container
         )
