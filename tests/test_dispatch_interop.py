@@ -348,6 +348,34 @@ def test_a_reply_to_a_topo_address_crosses_back(tmp_path: Path, world: World) ->
         peer.run_until(lambda: replies.bodies == ["answer"], what="the reply at R")
 
 
+def test_containers_travel_as_dispatch_link_route_keys(tmp_path: Path, world: World) -> None:
+    """Containers (seed 001) are advertised in Dispatch's documented classes only: `C`/`D`
+    link-route keys of the prefix `(id)`, hint link-balanced, which a qdrouterd keeps as link
+    routes toward us. Dispatch's own link-route keys stay link routes here, not containers."""
+    with interior(tmp_path) as router:
+        peer = DispatchPeer(world, peer_url(router), "Q", addresses={"Cqueue": 4, "Dqueue": 4})
+        mgmt = joined(world, router, peer)
+        plant = world.connect(router.url, container_id="plant-r")
+        inbox = plant.receiver(None, dynamic=True)  # any link will do; the container matters
+        assert inbox.attached
+        peer.run_until(lambda: "C(plant-r)" in peer.mobile.get("R", {}), what="R's MAU for plant-r")
+        advertised = peer.mobile["R"]
+        assert {k: advertised[k] for k in ("C(plant-r)", "D(plant-r)", "C(R)", "D(R)")} == {
+            "C(plant-r)": 4,
+            "D(plant-r)": 4,
+            "C(R)": 4,
+            "D(R)": 4,
+        }
+        assert all(key[0] in "MCDEF" for key in advertised), advertised
+        rows = mgmt.query("io.routernet.container", ["containerId", "location"])
+        assert {r["containerId"] for r in rows} >= {"plant-r", "R"}
+        assert "queue" not in {r["containerId"] for r in rows}
+        plant.close()
+        peer.run_until(
+            lambda: "C(plant-r)" not in peer.mobile.get("R", {}), what="plant-r withdrawn"
+        )
+
+
 @pytest.mark.parametrize(("dialler", "cost"), [("Q", 1), ("Q", 4), ("R", 1), ("R", 3)])
 def test_router_node_shows_the_dispatch_neighbour_at_its_cost(
     tmp_path: Path, world: World, dialler: str, cost: int

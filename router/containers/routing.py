@@ -197,8 +197,12 @@ class Containers:
     def rows(self) -> list[dict[str, Any]]:
         """Management's view: one row per container known here."""
         table = self.table
-        rows = []
-        for container in sorted({*table.local, *table.remote, *table.imported}):
+        me = self.router.id
+        rows = [{"name": me, "identity": me, "type": CONTAINER, "containerId": me}]
+        rows[0].update(location="this router", places=[], duplicate=bool(table.places(me)))
+        for container in sorted({*table.local, *table.below, *table.remote, *table.imported}):
+            if container == me:
+                continue
             where = self.locate(container)
             rows.append(
                 {
