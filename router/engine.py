@@ -652,12 +652,11 @@ class Router:
         incoming = link.incoming
         if conn.role == "edge":
             link.kind = "edge"  # an edge's uplink or proxy: carry the routing address along
-        elif conn.role == "gateway" and self.gateways.link_attached(link):
-            self.fwd.touched.add(conn)
-            return
         if drain.refuses(self, conn.role):
-            lib.pn_link_open(p)  # null source and target: refused, as AMQP words it
-            self.refuse(link, drain.DRAINING_ERROR, drain.refusal(self))
+            self.refuse_attach(link, drain.DRAINING_ERROR, drain.refusal(self))
+            return
+        if conn.role == "gateway" and self.gateways.link_attached(link):
+            self.fwd.touched.add(conn)
             return
         if (
             self.network is not None
@@ -714,6 +713,16 @@ class Router:
             address=link.address,
         )
         fwd.touched.add(conn)
+
+    def refuse_attach(self, link: Link, error: str, description: str) -> None:
+        """Answer a peer's attach as AMQP says a refusal is answered, with a null source and
+        target (not Proton's default empty terminus, which a client takes for an attached
+        anonymous link), then detach it with the error."""
+        p = link.pn
+        lib.pn_terminus_set_type(lib.pn_link_source(p), lib.PN_UNSPECIFIED)
+        lib.pn_terminus_set_type(lib.pn_link_target(p), lib.PN_UNSPECIFIED)
+        lib.pn_link_open(p)
+        self.refuse(link, error, description)
 
     def refuse(self, link: Link, error: str, description: str) -> None:
         set_condition(lib.pn_link_condition(link.pn), error, description)

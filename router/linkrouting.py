@@ -208,8 +208,7 @@ class LinkRouter:
         self.flow(link)
 
     def refuse(self, link: Link, error: str, description: str) -> None:
-        lib.pn_link_open(link.pn)  # null source and target: refused, as AMQP words it
-        self.router.refuse(link, error, description)
+        self.router.refuse_attach(link, error, description)
 
     # ----- detach --------------------------------------------------------------------------
 

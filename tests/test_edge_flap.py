@@ -40,9 +40,10 @@ pytestmark = pytest.mark.network
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"  # after SASL's own header and outcome
 CONNECTORS_PER_INTERIOR = 2
 ROUNDS = 5  # the first connect, then four cuts (the connectors' backoff: 0.1, 0.2, 0.4, 0.8 s)
-# Links an edge attaches on an uplink before any client consumes on it: its anonymous sender
-# and its `_edge/<id>` receiver; one more per address with consumers on the edge.
-LINKS_PER_UPLINK = 2
+# Links an edge attaches on an uplink before any client consumes on it: its anonymous sender,
+# its `_edge/<id>` receiver and the sender reporting its containers; one more per address with
+# consumers on the edge.
+LINKS_PER_UPLINK = 3
 
 
 class Pair:

@@ -18,6 +18,7 @@ import pytest
 from clients import ACCEPTED, REJECTED, Receiver, World, settle
 from harness import RouterProcess
 from proton import Delivery, Message
+from test_linkroute import FakeBroker
 from test_sasl import FULL_USER, PASSWORD, make_sasl_dir
 from test_tls import SERVER_NAMES, make_ca, make_cert
 
@@ -65,7 +66,12 @@ def router(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Route
             {"saslMechanisms": "PLAIN", "authenticatePeer": True},
         ],
         router={"saslConfigDir": str(sasl_dir)},
-        sections={"sslProfiles": [profile]},
+        sections={
+            "sslProfiles": [profile],
+            "gateway": {
+                "rules": [{"container": "plant", "applicationProperties": {"site": {"exact": "a"}}}]
+            },
+        },
     ) as r:
         yield r
 
@@ -258,3 +264,33 @@ def test_a_wrong_password_is_a_one_line_failure(router: RouterProcess, world: Wo
     code, lines, err = run(world, start("request", address, env=env))
     assert (code, lines) == (1, [])
     assert "amqp:unauthorized-access" in err and err.count("\n") == 1
+
+
+def test_send_reaches_a_containers_node_by_link_and_by_rule(
+    router: RouterProcess, world: World
+) -> None:
+    """`(plant)/q` goes on a link routed to the container; `()/q` on the anonymous relay, so
+    that the gateway rules see each message's application properties."""
+    plant = FakeBroker(world, router.url, container_id="plant")
+    code, _lines, err = run(
+        world, start("send", uri(router, PLAIN_LISTENER, "(plant)/q"), "--count", "2")
+    )
+    assert code == 0, err
+    code, _lines, err = run(
+        world,
+        start("send", uri(router, PLAIN_LISTENER, "()/q"), "--count", "1", "--property", "site=a"),
+    )
+    assert code == 0, err
+    assert [address for address, _m in plant.received] == ["q"] * 3
+    plant.close()
+
+
+@pytest.mark.parametrize("command", ["send", "receive"])
+def test_a_refused_link_ends_the_command_with_the_routers_error(
+    router: RouterProcess, world: World, command: str
+) -> None:
+    code, _lines, err = run(
+        world, start(command, uri(router, PLAIN_LISTENER, "(nobody)/q"), "--count", "1")
+    )
+    assert code == 1
+    assert "amqp:not-found" in err and "nobody" in err

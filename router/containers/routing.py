@@ -198,8 +198,17 @@ class Containers:
         """Management's view: one row per container known here."""
         table = self.table
         me = self.router.id
-        rows = [{"name": me, "identity": me, "type": CONTAINER, "containerId": me}]
-        rows[0].update(location="this router", places=[], duplicate=bool(table.places(me)))
+        rows: list[dict[str, Any]] = [
+            {
+                "name": me,
+                "identity": me,
+                "type": CONTAINER,
+                "containerId": me,
+                "location": "this router",
+                "places": [],
+                "duplicate": bool(table.places(me)),
+            }
+        ]
         for container in sorted({*table.local, *table.below, *table.remote, *table.imported}):
             if container == me:
                 continue

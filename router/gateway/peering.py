@@ -132,8 +132,7 @@ class Gateways:
             return False
         if address is not None and parse(address, router.id).kind is Kind.CONTAINER:
             return False
-        lib.pn_link_open(p)
-        router.refuse(
+        router.refuse_attach(
             link,
             NOT_ALLOWED,
             f"only (container)/node addresses cross a gateway, not {address!r}",

@@ -296,8 +296,12 @@ def send(args: argparse.Namespace, prog: str) -> int:
         return _error(name, str(err))
     from router_operator.traffic.sender import SendOptions, TrafficSender
 
+    # ()/node is resolved per message by the gateway rules, which look at the message: it goes
+    # on the anonymous relay, not on a link, whose attach would be resolved once.
+    anonymous = target.address.startswith("()/")
     options = SendOptions(
-        address=target.address,
+        address=None if anonymous else target.address,
+        to=target.address if anonymous else None,
         source=target.source,
         connections=args.connections,
         count=args.count,
@@ -314,7 +318,8 @@ def send(args: argparse.Namespace, prog: str) -> int:
         summary = sender.run()
     if summary.unresolved:
         _reporter(name)(f"{summary.unresolved} messages neither accepted nor rejected")
-    return _emit(name, summary.record(), args.summary) or (1 if summary.unresolved else 0)
+    failed = summary.unresolved or sender.refusal is not None
+    return _emit(name, summary.record(), args.summary) or (1 if failed else 0)
 
 
 def receive(args: argparse.Namespace, prog: str) -> int:
@@ -339,7 +344,8 @@ def receive(args: argparse.Namespace, prog: str) -> int:
     with _stop_on_signals(receiver.request_stop):
         summary = receiver.run()
     short = args.count is not None and summary.distinct < args.count
-    return _emit(name, summary.record(), args.summary) or (1 if short else 0)
+    failed = short or receiver.refusal is not None
+    return _emit(name, summary.record(), args.summary) or (1 if failed else 0)
 
 
 def request(args: argparse.Namespace, prog: str) -> int:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from proton import Delivery, Endpoint, Event, SSLDomain
+from proton import Delivery, Endpoint, Event, SSLDomain, Terminus
 from proton.handlers import MessagingHandler
 
 from router.connector import STABLE_SECONDS, backoff_delay
@@ -39,6 +39,17 @@ CLOSE_SECONDS = 2.0
 
 SENDER = "sender"
 RECEIVER = "receiver"
+# What a router answers an attach with when trying again will not help: no such container or
+# node, not allowed, not authorised, a bad address.
+REFUSALS = frozenset(
+    {
+        "amqp:not-found",
+        "amqp:not-allowed",
+        "amqp:unauthorized-access",
+        "amqp:invalid-field",
+        "qd:no-route-to-dest",
+    }
+)
 
 
 class Owner(Protocol):
@@ -53,6 +64,9 @@ class Owner(Protocol):
     def message(self, slot: Slot, event: Event) -> None: ...
 
     def lost(self, slot: Slot, reason: str, was_attached: bool) -> None: ...
+
+    def refused(self, slot: Slot, reason: str) -> None:
+        """The attach was refused for good (REFUSALS): the command ends with that error."""
 
     def in_flight(self, slot: Slot) -> int: ...
 
@@ -178,7 +192,11 @@ class Slot(MessagingHandler):  # type: ignore[misc]
     # --- proton events ------------------------------------------------------------------------
 
     def on_link_opened(self, event: Event) -> None:
-        if self._current(event) and event.link == self.link:
+        link = event.link
+        terminus = link.remote_target if link.is_sender else link.remote_source
+        if terminus.type == Terminus.UNSPECIFIED:
+            return  # a refusal, as AMQP words it: the detach with the error follows
+        if self._current(event) and link == self.link:
             self.attached_at = self.pool.clock()
             self.pool.owner.attached(self)
 
@@ -197,6 +215,9 @@ class Slot(MessagingHandler):  # type: ignore[misc]
     def on_link_error(self, event: Event) -> None:
         if self._current(event):
             cond = event.link.remote_condition
+            reason = f"link refused: {cond.name}: {cond.description}"
+            if self.attached_at is None and cond.name in REFUSALS:
+                self.pool.owner.refused(self, reason)
             self._drop(f"link detached: {cond.name}: {cond.description}")
 
     def on_link_closing(self, event: Event) -> None:
@@ -247,7 +268,7 @@ class Pool:
         self,
         container: Any,
         role: str,
-        address: str,
+        address: str | None,
         source: Callable[[], list[str]],
         owner: Owner,
         connections: int | None = None,

@@ -82,6 +82,7 @@ class TrafficReceiver:
         self.pool: Pool | None = None
         self.phase = "receiving"  # -> closing -> stopped
         self.stop_requests = 0
+        self.refusal: str | None = None  # why the router refused the link for good
         self._started = 0.0
         self._ended: float | None = None
         self._last_message = 0.0
@@ -179,6 +180,12 @@ class TrafficReceiver:
     def lost(self, slot: Slot, reason: str, was_attached: bool) -> None:
         if was_attached and self.phase == "receiving":
             self.report(f"{slot.endpoint}: {reason}")
+
+    def refused(self, slot: Slot, reason: str) -> None:
+        if self.refusal is None:
+            self.refusal = reason
+            self.report(f"{slot.endpoint}: {reason}")
+        self.stop_requests += 1
 
     def sendable(self, slot: Slot) -> None:
         pass

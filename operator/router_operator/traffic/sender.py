@@ -42,7 +42,8 @@ _OUTCOMES = {
 
 @dataclass(frozen=True)
 class SendOptions:
-    address: str
+    address: str | None
+    """The link's target; None: the anonymous relay, each message addressed to ``to``."""
     source: Callable[[], list[str]]
     """The endpoints now (amqp://host:port); called again every few seconds."""
     connections: int | None = None
@@ -57,6 +58,7 @@ class SendOptions:
     subject: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     """Application properties besides ``seq``."""
+    to: str | None = None
     security: Security | None = None
     finish_timeout: float = FINISH_TIMEOUT
     progress_seconds: float = PROGRESS_SECONDS
@@ -105,6 +107,7 @@ class TrafficSender:
         self.pool: Pool | None = None
         self.phase = "sending"  # -> finishing -> closing -> stopped
         self.stop_requests = 0
+        self.refusal: str | None = None  # why the router refused the link for good
         self._started = 0.0
         self._ended: float | None = None
         self._deadline = 0.0
@@ -228,6 +231,7 @@ class TrafficSender:
         options = self.options
         message = Message(
             id=self.ledger.message_id(seq),
+            address=options.to,
             subject=options.subject,
             properties={**options.properties, "seq": seq},
             body=self.body,
@@ -266,6 +270,12 @@ class TrafficSender:
 
     def in_flight(self, slot: Slot) -> int:
         return self.ledger.in_flight_on(slot.carrier)
+
+    def refused(self, slot: Slot, reason: str) -> None:
+        if self.refusal is None:
+            self.refusal = reason
+            self.report(f"{slot.endpoint}: {reason}")
+        self.stop_requests = 2  # nothing will get through: stop, without the finishing wait
 
     # --- progress -----------------------------------------------------------------------------
 
