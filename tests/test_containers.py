@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World
 from harness import RouterProcess
-from proton import Message
+from proton import Message, SymbolList, symbol
+from proton.reactor import SenderOption
 from test_edge import edge, interior, started
 from test_linkroute import FakeBroker
 
@@ -109,6 +110,10 @@ def test_links_reach_a_container_on_another_router(tmp_path: Path, world: World)
         # A detach from the client reaches the container, end to end.
         receiver.close()
         world.run_until(lambda: len(plant.detaches) == 1, what="detach at the container")
+        # From an edge too: up to its interior, then on as from any router.
+        on_edge = world.connect(net.e.url).sender(f"({PLANT})/queue2", name="from-edge")
+        assert on_edge.attached and not on_edge.closed
+        assert ("from-edge", "queue2", True) in plant.attaches
 
 
 def test_anonymous_relay_messages_reach_the_container_from_a_router_and_an_edge(
@@ -128,6 +133,37 @@ def test_anonymous_relay_messages_reach_the_container_from_a_router_and_an_edge(
         plant.outcome = REJECTED
         client = world.connect(net.e.url)
         assert anonymous_send(client, f"amqp:({PLANT})/queue1", 1) == [REJECTED]
+
+
+def test_a_container_offering_anonymous_relay_gets_messages_on_its_anonymous_terminus(
+    tmp_path: Path, world: World
+) -> None:
+    with network(tmp_path, world) as net:
+        # A container that offers ANONYMOUS-RELAY: the router sends it everything on one link.
+        relaying = FakeBroker(
+            world,
+            net.b.url,
+            container_id="relay-plant",
+            offered_capabilities=SymbolList([symbol("ANONYMOUS-RELAY")]),
+        )
+        wait_for_container(world, net.a, "relay-plant")
+        client = world.connect(net.a.url)
+        assert anonymous_send(client, "(relay-plant)/one", 1) == [ACCEPTED]
+        assert anonymous_send(client, "(relay-plant)/two", 1) == [ACCEPTED]
+        # One link, no target: each message says where it goes.
+        assert [a[1] for a in relaying.attaches] == [None]
+        assert [(a, m.address) for a, m in relaying.received] == [
+            (None, "(relay-plant)/one"),
+            (None, "(relay-plant)/two"),
+        ]
+
+
+class LinkProperties(SenderOption):  # type: ignore[misc]
+    def __init__(self, properties: dict[str, Any]) -> None:
+        self.properties = properties
+
+    def apply(self, sender: Any) -> None:
+        sender.properties = self.properties
 
 
 def test_unknown_container_is_not_found(tmp_path: Path, world: World) -> None:
@@ -228,6 +264,12 @@ def test_gateway_rules_pick_the_container_from_application_properties(
         sender = client.sender("()/control")
         world.run_until(lambda: sender.closed, what="refusal")
         assert sender.errors[0] is not None and sender.errors[0].name == "amqp:not-found"
+        link = world.container.create_sender(
+            client.conn, "()/control", name="by-props", options=LinkProperties({"site": "a"})
+        )
+        world.run_until(lambda: link.state & link.REMOTE_ACTIVE, what="the attach answered")
+        assert ("by-props", "control", True) in plant_a.attaches
+        assert not link.state & link.REMOTE_CLOSED
 
 
 def test_replies_find_the_requester_by_its_container(tmp_path: Path, world: World) -> None:

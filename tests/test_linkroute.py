@@ -30,7 +30,12 @@ class FakeBroker(Client):
     attach it refuses with that condition."""
 
     def __init__(
-        self, world: World, url: str, credit: int = 50, container_id: str = BROKER_ID
+        self,
+        world: World,
+        url: str,
+        credit: int = 50,
+        container_id: str = BROKER_ID,
+        **connect: Any,
     ) -> None:
         self.credit = credit
         self.outcome = ACCEPTED
@@ -41,7 +46,7 @@ class FakeBroker(Client):
         self.detaches: list[tuple[str, str, Condition | None]] = []  # (name, kind, condition)
         self.settled: list[int] = []
         self.by_name: dict[str, Any] = {}
-        super().__init__(world, url, auto_accept=False, container_id=container_id)
+        super().__init__(world, url, auto_accept=False, container_id=container_id, **connect)
         world.clients.append(self)
         world.run_until(lambda: self.opened, what="broker connection")
 
