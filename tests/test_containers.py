@@ -49,8 +49,9 @@ def network(tmp_path: Path, world: World, **sections: Any) -> Iterator[Net]:
         yield net
 
 
-def containers(world: World, router: RouterProcess) -> dict[str, dict[str, Any]]:
-    client = world.connect(router.url)
+def containers(world: World, router: RouterProcess | str) -> dict[str, dict[str, Any]]:
+    """Management's container rows of `router` (or of the router at this URL), by id."""
+    client = world.connect(router if isinstance(router, str) else router.url)
     try:
         rows = Management(client).query("io.routernet.container")
     finally:
