@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from router_operator import adapter
+from router_operator.mounts import secret_volume_name
 from router_operator.planner import (
     AddressDecl,
     LinkRouteConnectionDecl,
@@ -26,7 +27,6 @@ from router_operator.render import (
     MAX_CONFIG_MAP_BYTES,
     RenderError,
     config_map_data,
-    link_route_volume_name,
     merge,
     render_router,
     render_stateful_set,
@@ -732,11 +732,11 @@ def test_adding_a_link_route_with_secrets_rolls_the_interiors_not_the_digest() -
     ],
 )
 def test_link_route_volume_names_are_dns_labels(name: str, tls: str | None) -> None:
-    names = [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    names = [secret_volume_name("lr", name, kind) for kind in ("tls", "sasl")]
     for volume in names:
         assert len(volume) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", volume)
     assert names[0] != names[1]
-    assert names == [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    assert names == [secret_volume_name("lr", name, kind) for kind in ("tls", "sasl")]
     if tls is not None:
         assert names[0] == tls
     else:
@@ -760,7 +760,7 @@ def test_link_route_volume_names_are_dns_labels(name: str, tls: str | None) -> N
 
 def test_long_link_route_names_that_share_a_start_get_distinct_volumes() -> None:
     first, second = "q" * 60 + "-one", "q" * 60 + "-two"
-    assert link_route_volume_name(first, "tls") != link_route_volume_name(second, "tls")
+    assert secret_volume_name("lr", first, "tls") != secret_volume_name("lr", second, "tls")
 
 
 def test_the_link_route_tls_example_renders_valid_objects() -> None:

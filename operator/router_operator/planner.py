@@ -73,6 +73,7 @@ from router.config import (
 from router.config import LinkRoute as RouterLinkRoute
 from router.telemetry.config import METRICS_PORT
 from router_operator.gateway import GatewayDecl, GatewayPlan, plan_gateway
+from router_operator.mounts import SecretMount
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
@@ -324,18 +325,6 @@ class FoldedAddress:
 
 
 @dataclass(frozen=True)
-class SecretMount:
-    """A Secret an interior pod mounts for a LinkRoute connection: ``keys`` of ``secret`` as
-    files of the directory ``path``."""
-
-    link_route: str
-    kind: Literal["tls", "sasl"]
-    secret: str
-    path: str
-    keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class LinkRoutePlan:
     """A LinkRoute as it is folded into the routers of its network: ``entries`` go into every
     router's linkRoutes, ``connector`` (connection routes only) into every interior's
@@ -362,12 +351,12 @@ class LinkRoutePlan:
         if connection.tls_secret is not None:
             path = link_route_secret_dir(self.name, "tls")
             mounts.append(
-                SecretMount(self.name, "tls", connection.tls_secret, path, (CA_CERT_FILE,))
+                SecretMount("lr", self.name, "tls", connection.tls_secret, path, (CA_CERT_FILE,))
             )
         if connection.sasl_secret is not None:
             path = link_route_secret_dir(self.name, "sasl")
             keys = (SASL_USERNAME_FILE, SASL_PASSWORD_FILE)
-            mounts.append(SecretMount(self.name, "sasl", connection.sasl_secret, path, keys))
+            mounts.append(SecretMount("lr", self.name, "sasl", connection.sasl_secret, path, keys))
         return tuple(mounts)
 
     @property

@@ -80,9 +80,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from router_operator.planner import (
     EDGE_PORT,
@@ -224,24 +223,6 @@ def _client_ports(plan: RouterPlan) -> list[tuple[str, int]]:
 
 def tls_volume_name(port: int) -> str:
     return f"tls-{port}"
-
-
-MAX_VOLUME_NAME = 63
-_VOLUME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def link_route_volume_name(link_route: str, kind: Literal["tls", "sasl"]) -> str:
-    """The volume of a LinkRoute connection's Secret: a DNS label (what volume names must be)
-    of at most 63 characters. ``lr-<kind>-<name>`` when that is one; otherwise (LinkRoute names
-    may be 253 characters and have dots) ``lrh-<kind>-`` the name's start, dots as '-', then 12
-    hex digits of its SHA-256. The prefixes differ, so the two forms never meet."""
-    readable = f"lr-{kind}-{link_route}"
-    if len(readable) <= MAX_VOLUME_NAME and _VOLUME_NAME.fullmatch(readable):
-        return readable
-    digest = hashlib.sha256(link_route.encode()).hexdigest()[:12]
-    room = MAX_VOLUME_NAME - len(f"lrh-{kind}--{digest}")
-    stem = re.sub(r"[^a-z0-9-]", "-", link_route.lower())[:room].strip("-")
-    return f"lrh-{kind}-{stem}-{digest}" if stem else f"lrh-{kind}-{digest}"
 
 
 def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
@@ -527,13 +508,12 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
             }
         )
     for mount in plan.link_route_secrets:
-        volume = link_route_volume_name(mount.link_route, mount.kind)
         container["volumeMounts"].append(
-            {"name": volume, "mountPath": mount.path, "readOnly": True}
+            {"name": mount.volume, "mountPath": mount.path, "readOnly": True}
         )
         template["spec"]["volumes"].append(
             {
-                "name": volume,
+                "name": mount.volume,
                 "secret": {
                     "secretName": mount.secret,
                     "items": [{"key": key, "path": key} for key in mount.keys],
