@@ -11,6 +11,13 @@ import kubernetes_validate
 import pytest
 import yaml
 from router_operator import adapter
+from router_operator.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
 from router_operator.mounts import secret_volume_name
 from router_operator.planner import (
     AddressDecl,
@@ -782,3 +789,77 @@ def test_the_link_route_tls_example_renders_valid_objects() -> None:
     assert [v["name"] for v in statefulset(p, "edge")["spec"]["template"]["spec"]["volumes"]] == [
         "config"
     ]
+
+
+def gateway_plan() -> NamespacePlan:
+    """core-N listen for other networks with mutual TLS, edge-N dial one; leaf has no part."""
+    routers = [*decls(), RouterDecl("edge", uid="uid-edge", replicas=1)]
+    gateway = GatewayDecl(
+        "gw",
+        listener=GatewayListenerDecl("core", tls=ListenerTlsDecl("core-tls", "peers-ca")),
+        connectors=(
+            GatewayConnectorDecl("bank", "edge", "gw.bank", tls=ConnectorTlsDecl("e-tls", "b-ca")),
+        ),
+    )
+    return plan_namespace(NS, routers, gateways=[gateway])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gateway_secrets_are_mounted_on_the_pods_of_their_router_only(version: str) -> None:
+    p = gateway_plan()
+    for name in ("core", "leaf", "edge"):
+        for obj in render_router(p.router(name)):
+            kubernetes_validate.validate(obj, version, strict=True)
+    core = statefulset(p, "core")["spec"]["template"]["spec"]
+    assert core["volumes"][1:] == [
+        {
+            "name": "gw-tls-listener",
+            "secret": {
+                "secretName": "core-tls",
+                "items": [
+                    {"key": "tls.crt", "path": "tls.crt"},
+                    {"key": "tls.key", "path": "tls.key"},
+                ],
+                "optional": False,
+            },
+        },
+        {
+            "name": "gw-ca-listener",
+            "secret": {
+                "secretName": "peers-ca",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                "optional": False,
+            },
+        },
+    ]
+    assert core["containers"][0]["volumeMounts"][1:] == [
+        {
+            "name": "gw-tls-listener",
+            "mountPath": "/etc/routernet-gateway/listener/tls",
+            "readOnly": True,
+        },
+        {
+            "name": "gw-ca-listener",
+            "mountPath": "/etc/routernet-gateway/listener/ca",
+            "readOnly": True,
+        },
+    ]
+    edge = statefulset(p, "edge")["spec"]["template"]["spec"]
+    assert [(v["name"], v["secret"]["secretName"]) for v in edge["volumes"][1:]] == [
+        ("gwc-tls-bank", "e-tls"),
+        ("gwc-ca-bank", "b-ca"),
+    ]
+    assert [m["mountPath"] for m in edge["containers"][0]["volumeMounts"][1:]] == [
+        "/etc/routernet-gateway/connectors/bank/tls",
+        "/etc/routernet-gateway/connectors/bank/ca",
+    ]
+    # The Routers without a part in the Gateway keep their pod template: no restart.
+    assert (
+        statefulset(p, "leaf")["spec"]["template"]
+        == statefulset(plan(), "leaf")["spec"]["template"]
+    )
+    # The configs name the mounted files; the router refuses them where they are not.
+    raw = json.loads(objects(p, "core")["ConfigMap/core-config"]["data"]["core-0.json"])
+    assert [profile["name"] for profile in raw["sslProfiles"]] == ["gateway-listener"]
+    with pytest.raises(ConfigError, match="does not exist"):
+        validate_config(raw)

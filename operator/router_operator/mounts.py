@@ -18,6 +18,15 @@ prefix of its own, so two owners of different families never share a volume."""
 SecretKind = Literal["tls", "ca", "sasl"]
 """What the Secret is for: a certificate and key, a CA, credentials."""
 
+TLS_CERT_FILE = "tls.crt"
+TLS_KEY_FILE = "tls.key"
+"""The keys of a kubernetes.io/tls Secret: a certificate and its key. A listener's tlsSecret
+may also hold a ca.crt, which is not used: the operator cannot read the Secret to know whether
+it is there, and a caCertFile that is missing would stop the router (its config is refused);
+a CA is a Secret named for it (a LinkRoute connection's tlsSecret, a Gateway's caSecret)."""
+CA_CERT_FILE = "ca.crt"
+"""The key of a Secret named for its CA: the one that signed the peer's certificate."""
+
 MAX_VOLUME_NAME = 63
 _VOLUME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 

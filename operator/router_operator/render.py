@@ -65,6 +65,12 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   running. LinkRoutes without Secrets still change the ConfigMap alone (live, no restart). A
   renewed password is read at the next connection attempt; a renewed CA only after a restart
   (as a listener's certificate).
+- The Gateway's TLS Secrets (``listener.tls``, ``connectors[].tls``): mounted as LinkRoute
+  connections' are (read-only, ``optional: false``, their keys listed), but only on the pods of
+  the Router that has that listener or connector, at ``/etc/routernet-gateway/listener/`` and
+  ``.../connectors/<name>/`` (``tls/`` tls.crt and tls.key, ``ca/`` ca.crt). Volumes
+  ``gw-tls-listener`` and ``gw-ca-listener``, ``gwc-tls-<name>`` and ``gwc-ca-<name>`` (hashed as
+  LinkRoutes' when too long). Adding, changing or removing them rolls those pods alone.
 - Probes and metrics over HTTP: every router serves ``/metrics``, ``/healthz`` and ``/readyz`` on
   ``METRICS_PORT`` (9090; the planner puts ``telemetry.http`` in every pod config). Liveness is
   ``/healthz`` (the event loop turns), readiness ``/readyz`` (listening, not draining, an interior
@@ -507,7 +513,7 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                 "secret": {"secretName": tls_secret, "optional": False},
             }
         )
-    for mount in plan.link_route_secrets:
+    for mount in (*plan.link_route_secrets, *plan.gateway_secrets):
         container["volumeMounts"].append(
             {"name": mount.volume, "mountPath": mount.path, "readOnly": True}
         )
