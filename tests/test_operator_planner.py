@@ -954,7 +954,8 @@ def test_a_gateway_listener_must_not_take_a_routers_own_port() -> None:
     assert [(p.reason, p.message) for p in plan.problems_of("Gateway", "gw")] == [
         (
             "InvalidRouter",
-            "listener: port 5672 is already a listener of Router 'hub'; choose another port",
+            "listener: port 5672 is already taken on the pods of Router 'hub' (by a listener"
+            " of its own, or as its inter-router, edge or metrics port); choose another port",
         )
     ]
     # Not applied: the routers run without it.
@@ -1087,3 +1088,12 @@ def test_a_gateway_that_is_not_applied_mounts_nothing() -> None:
     assert [p.reason for p in plan.problems_of("Gateway", "gw")] == ["InvalidRouter"]
     assert plan.router("spoke").gateway_secrets == ()
     assert configs(plan)["spoke-0"].sslProfiles == []
+
+
+@pytest.mark.parametrize("port", [INTER_ROUTER_PORT, EDGE_PORT, 9090])
+def test_a_gateway_listener_must_not_take_a_reserved_port(port: int) -> None:
+    gateway = GatewayDecl("gw", listener=GatewayListenerDecl("hub", port))
+    plan = plan_namespace("ns", [RouterDecl("hub")], gateways=[gateway])
+    [problem] = plan.problems_of("Gateway", "gw")
+    assert f"port {port} is already taken on the pods of Router 'hub'" in problem.message
+    assert plan.router("hub").gateway_port is None

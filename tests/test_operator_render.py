@@ -863,3 +863,21 @@ def test_gateway_secrets_are_mounted_on_the_pods_of_their_router_only(version: s
     assert [profile["name"] for profile in raw["sslProfiles"]] == ["gateway-listener"]
     with pytest.raises(ConfigError, match="does not exist"):
         validate_config(raw)
+
+
+def test_the_gateway_listener_is_a_named_port_of_its_routers_client_service() -> None:
+    p = gateway_plan()
+    service = objects(p, "core")["Service/core"]["spec"]["ports"]
+    assert service[-1] == {
+        "name": "gateway",
+        "port": 5673,
+        "targetPort": "gateway",
+        "protocol": "TCP",
+    }
+    container = statefulset(p, "core")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "gateway", "containerPort": 5673, "protocol": "TCP"} in container["ports"]
+    # Status endpoints stay the clients'; the Routers without the listener have no such port.
+    assert all("5673" not in url for url in p.router("core").endpoints)
+    for name in ("leaf", "edge"):
+        ports = objects(p, name)[f"Service/{name}"]["spec"]["ports"]
+        assert "gateway" not in [port["name"] for port in ports]

@@ -173,7 +173,17 @@ class GatewayListener(StrictSpec):
         max_length=45,
         description="An interior Router of this network: its pods get the listener.",
     )
-    port: int = Field(default=GATEWAY_PORT, ge=1, le=65535, description="TCP port.")
+    port: int = Field(
+        default=GATEWAY_PORT,
+        ge=1,
+        le=65535,
+        description=(
+            "TCP port, apart from the Router's own (its listeners, 55672, 45672 and 9090). The"
+            " Router's client Service exposes it as the port named gateway, for other"
+            " namespaces; another cluster reaches it through a Service or gateway of its own"
+            " (LoadBalancer, NodePort) selecting the Router's pods, targetPort gateway."
+        ),
+    )
     tls: GatewayListenerTls | None = Field(
         default=None,
         description="Serve TLS only; with caSecret, mutual TLS. Absent: plain AMQP.",
@@ -489,8 +499,8 @@ def plan_gateway(
     """The network's Gateway, if it has one that can be applied. ``gateways`` is sorted oldest
     first: one network has one Gateway (its rules are one ordered list, which two resources
     could only be merged into by guessing), so the oldest wins and the others are reported.
-    ``interiors``: the network's interior Routers and the ports of their own listeners; a
-    listener or connector must be on one of them (edges join no other network)."""
+    ``interiors``: the network's interior Routers and the ports their pods already listen on;
+    a listener or connector must be on one of them (edges join no other network)."""
     if not gateways:
         return None
     first, *others = gateways
@@ -508,8 +518,9 @@ def plan_gateway(
         ports = interiors.get(first.listener.router, ())
         if first.listener.port in ports:
             problems.append(
-                f"listener: port {first.listener.port} is already a listener of Router"
-                f" {first.listener.router!r}; choose another port"
+                f"listener: port {first.listener.port} is already taken on the pods of Router"
+                f" {first.listener.router!r} (by a listener of its own, or as its inter-router,"
+                " edge or metrics port); choose another port"
             )
     for what, router in named:
         if router not in interiors:

@@ -307,6 +307,12 @@ class RouterPlan:
         return tuple(mount for route in self.link_routes for mount in route.secret_mounts)
 
     @property
+    def gateway_port(self) -> int | None:
+        """The port of the Gateway's listener, if this Router's pods have it."""
+        listener = None if self.gateway is None else self.gateway.listener(self.decl.name)
+        return None if listener is None else listener.port
+
+    @property
     def gateway_secrets(self) -> tuple[SecretMount, ...]:
         """The Secrets of the Gateway's TLS listener and connectors on this Router's pods."""
         return () if self.gateway is None else self.gateway.secret_mounts(self.decl.name)
@@ -653,8 +659,13 @@ def _plan_network(
 
     folded = _fold_addresses(addresses, report)
     planned_routes = _plan_link_routes(link_routes, report)
+    # What an interior's pods listen on already: a gateway listener there could not bind.
     interior_ports = {
-        decl.name: tuple(lsn.port for lsn in effective_listeners(decl))
+        decl.name: (
+            *(lsn.port for lsn in effective_listeners(decl)),
+            *RESERVED_PORTS,
+            METRICS_PORT,
+        )
         for decl in placed
         if decl.role == "interior"
     }

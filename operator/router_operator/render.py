@@ -77,6 +77,13 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   with a two-way neighbor or alone by its config, an edge with an uplink), so a router that has
   not joined its network gets no client traffic from the Service yet. The container port is
   named ``metrics``, which the chart's PodMonitor scrapes.
+- The Gateway's listener is reached through the client Service of its Router, on the port
+  named ``gateway`` (and the pods' container port of that name): other namespaces dial
+  ``<router>.<ns>.svc:<port>``. It is not a Service of its own: the operator deletes no
+  children, so one would outlive a listener moved to another Router; another cluster reaches
+  the pods through a LoadBalancer, NodePort or gateway Service made beside it, selecting them
+  with ``targetPort: gateway``. Status endpoints stay the clients' (gateway connectors are not
+  clients). The planner keeps the port apart from the Router's own, reserved ones included.
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -109,6 +116,10 @@ DEFAULT_IMAGE = "routernet/router:0.1.0"
 CONFIG_DIR = "/etc/routernet"
 CONTAINER = "router"
 METRICS_PORT_NAME = "metrics"
+GATEWAY_PORT_NAME = "gateway"
+"""The Gateway listener's port, on the client Service and the pods of its Router, whatever its
+number and TLS: other networks' connectors, and Services made to reach them from another
+cluster, find it by this name."""
 DIGEST_ANNOTATION = f"{API_GROUP}/config-digest"
 NETWORK_LABEL = f"{API_GROUP}/network"
 ROLE_LABEL = f"{API_GROUP}/role"
@@ -224,7 +235,10 @@ def _port_name(port: int, tls: bool = False) -> str:
 
 def _client_ports(plan: RouterPlan) -> list[tuple[str, int]]:
     tls = plan.tls_ports
-    return [(_port_name(port, port in tls), port) for port in plan.client_ports]
+    ports = [(_port_name(port, port in tls), port) for port in plan.client_ports]
+    if plan.gateway_port is not None:
+        ports.append((GATEWAY_PORT_NAME, plan.gateway_port))
+    return ports
 
 
 def tls_volume_name(port: int) -> str:
@@ -378,7 +392,9 @@ def render_peers_service(plan: RouterPlan) -> dict[str, Any]:
 
 
 def render_client_service(plan: RouterPlan) -> dict[str, Any]:
-    """What applications connect to: the client listeners of ready pods only."""
+    """What applications connect to: the client listeners of ready pods only; and other
+    networks' gateway connectors, on the port named ``gateway``, when the pods have the
+    Gateway's listener."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
