@@ -881,3 +881,24 @@ def test_the_gateway_listener_is_a_named_port_of_its_routers_client_service() ->
     for name in ("leaf", "edge"):
         ports = objects(p, name)[f"Service/{name}"]["spec"]["ports"]
         assert "gateway" not in [port["name"] for port in ports]
+
+
+@pytest.mark.parametrize("name", ["west", "east"])
+def test_the_gateway_tls_examples_render_valid_objects(name: str) -> None:
+    router, gateway = yaml.safe_load_all((EXAMPLES / "gateway-tls" / f"{name}.yaml").read_text())
+    router["metadata"]["uid"] = f"uid-{name}"
+    decl = adapter.router_decl(adapter.parse("Router", router), "routernet/router:test")
+    namespace = router["metadata"]["namespace"]
+    gw = adapter.gateway_decl(adapter.parse("Gateway", gateway))
+    p = plan_namespace(namespace, [decl], gateways=[gw])
+    assert p.problems == ()
+    for obj in render_router(p.router(name)):
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+    volumes = statefulset(p, name)["spec"]["template"]["spec"]["volumes"]
+    owner = "listener" if name == "west" else "west"
+    family = "gw" if name == "west" else "gwc"
+    assert [v["name"] for v in volumes] == [
+        "config",
+        f"{family}-tls-{owner}",
+        f"{family}-ca-{owner}",
+    ]
