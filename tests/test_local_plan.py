@@ -281,3 +281,37 @@ def test_the_gateway_examples_plan_cleanly(name: str) -> None:
     result = plan_files([str(EXAMPLES / "gateway" / name)])
     assert result.warnings == ()
     assert result.plan.networks["default"].gateway is not None
+
+
+def test_gateway_tls_secrets_are_refused_locally(tmp_path: Path) -> None:
+    """As a listener's tlsSecret: no Secrets here, and never clear text instead."""
+    west = WEST.replace(
+        "listener: {router: west, port: 5673}",
+        "listener: {router: west, tls: {secret: west-tls, caSecret: peers-ca}}",
+    )
+    east = EAST.replace("port: 5673}", "port: 5673, tls: {secret: east-tls, verifyHostname: true}}")
+    (tmp_path / "west.yaml").write_text(west)
+    (tmp_path / "east.yaml").write_text(east)
+    with pytest.raises(InvalidInput) as info:
+        plan_files([str(tmp_path / "west.yaml"), str(tmp_path / "east.yaml")])
+    tail = (
+        " is not available to local routers (no Kubernetes here), and the gateway connection is"
+        " not made in clear text instead; leave it out locally"
+    )
+    assert info.value.lines == [
+        f"{tmp_path / 'west.yaml'}: Gateway 'west': spec.listener.tls.secret: Secret 'west-tls'"
+        + tail,
+        f"{tmp_path / 'west.yaml'}: Gateway 'west': spec.listener.tls.caSecret: Secret"
+        " 'peers-ca'" + tail,
+        f"{tmp_path / 'east.yaml'}: Gateway 'to-west': spec.connectors[0].tls.secret: Secret"
+        " 'east-tls'" + tail,
+    ]
+
+
+def test_a_gateway_connector_trusting_the_systems_cas_runs_locally(tmp_path: Path) -> None:
+    """TLS without Secrets needs nothing Kubernetes has: the profile names no files."""
+    east = EAST.replace("port: 5673}", "port: 5673, tls: {}}")
+    for config in network_configs(tmp_path, "east", east, 3).values():
+        assert config["sslProfiles"] == [{"name": "gateway-connector-west"}]
+        [connector] = [c for c in config["connectors"] if c["role"] == "gateway"]
+        assert connector["sslProfile"] == "gateway-connector-west"

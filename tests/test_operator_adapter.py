@@ -10,6 +10,12 @@ from typing import Any
 import pytest
 from router_operator import adapter
 from router_operator.adapter import Application
+from router_operator.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
 from router_operator.models import API_VERSION, PAUSE_ANNOTATION, READY, RECONCILIATION_PAUSED
 from router_operator.planner import LinkRouteConnectionDecl, LinkRouteDecl, Problem
 from router_operator.reconciler import OperatorConfig, Snapshot, reconcile_namespace
@@ -279,3 +285,19 @@ def test_a_paused_link_route_keeps_its_secrets_mounted() -> None:
     )
     assert api.objects["StatefulSet", "core"]["spec"]["template"] == template
     assert api.pod_config("core", "core-0") == config
+
+
+def test_a_gateways_tls_reaches_the_planner() -> None:
+    spec = {
+        "listener": {"router": "hub", "tls": {"secret": "hub-tls", "caSecret": "peers-ca"}},
+        "connectors": [
+            {"name": "bank", "router": "hub", "host": "gw.bank", "tls": {"caSecret": "b-ca"}},
+            {"name": "plain", "router": "hub", "host": "gw.plain"},
+        ],
+    }
+    decl = adapter.gateway_decl(adapter.parse("Gateway", body("Gateway", "gw", spec)))
+    assert decl.listener == GatewayListenerDecl("hub", 5673, ListenerTlsDecl("hub-tls", "peers-ca"))
+    assert decl.connectors == (
+        GatewayConnectorDecl("bank", "hub", "gw.bank", 5673, ConnectorTlsDecl(None, "b-ca", True)),
+        GatewayConnectorDecl("plain", "hub", "gw.plain", 5673, None),
+    )

@@ -427,6 +427,24 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
             }
         ),
     ),
+    (
+        Gateway,
+        gateway(
+            {
+                "listener": {"router": "hub", "tls": {"secret": "gw-tls", "caSecret": "gw-tls"}},
+                "connectors": [
+                    {**GATEWAY_CONNECTOR, "tls": {"secret": "gw-client", "caSecret": "bank-ca"}},
+                    {**GATEWAY_CONNECTOR, "name": "public", "tls": {}},
+                    {
+                        **GATEWAY_CONNECTOR,
+                        "name": "by-ip",
+                        "host": "10.0.0.7",
+                        "tls": {"caSecret": "bank-ca", "verifyHostname": False},
+                    },
+                ],
+            }
+        ),
+    ),
 ]
 
 # (kind, object, a phrase both the models' error and the API server's must contain, or None
@@ -596,6 +614,13 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
     (Gateway, gateway({"defaultContainer": "a b"}), None),
     (Gateway, gateway({"listener": {"router": "Hub"}}), None),
     (Gateway, gateway({"connectors": [{**GATEWAY_CONNECTOR, "port": 0}]}), None),
+    (Gateway, gateway({"listener": {"router": "hub", "tls": {"caSecret": "gw-ca"}}}), None),
+    (Gateway, gateway({"listener": {"router": "hub", "tls": {"secret": "Gw"}}}), None),
+    (
+        Gateway,
+        gateway({"connectors": [{**GATEWAY_CONNECTOR, "tls": {"verifyHostname": False}}]}),
+        "verifyHostname false needs caSecret",
+    ),
 ]
 
 

@@ -6,7 +6,13 @@ import itertools
 from collections import Counter
 
 import pytest
-from router_operator.gateway import GatewayDecl, GatewayListenerDecl
+from router_operator.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
 from router_operator.planner import (
     DEFAULT_EDGE_FAILOVERS,
     EDGE_PORT,
@@ -948,10 +954,146 @@ def test_a_gateway_listener_must_not_take_a_routers_own_port() -> None:
     assert [(p.reason, p.message) for p in plan.problems_of("Gateway", "gw")] == [
         (
             "InvalidRouter",
-            "listener: port 5672 is already a listener of Router 'hub'; choose another port",
+            "listener: port 5672 is already taken on the pods of Router 'hub' (by a listener"
+            " of its own, or as its inter-router, edge or metrics port); choose another port",
         )
     ]
     # Not applied: the routers run without it.
     config = plan.router("hub").pods[0].config
     assert config is not None and config.gateway.export == []
     assert all(lsn.role != "gateway" for lsn in config.listeners)
+
+
+MUTUAL = GatewayDecl(
+    "gw",
+    listener=GatewayListenerDecl("hub", tls=ListenerTlsDecl("hub-tls", ca_secret="peers-ca")),
+    connectors=(
+        GatewayConnectorDecl(
+            "bank", "spoke", "gw.bank.example", tls=ConnectorTlsDecl("spoke-tls", "bank-ca")
+        ),
+    ),
+)
+
+
+def test_a_mutual_tls_gateway_mounts_its_secrets_on_its_routers_pods_only() -> None:
+    plan = plan_namespace(
+        NS, [interior("hub", 2), interior("spoke", 1), edge("leaf", 1)], gateways=[MUTUAL]
+    )
+    assert plan.problems == ()
+    for pod in ("hub-0", "hub-1"):
+        hub = configs(plan)[pod]
+        [listener] = [lsn for lsn in hub.listeners if lsn.role == "gateway"]
+        assert (listener.sslProfile, listener.requireSsl) == ("gateway-listener", True)
+        # EXTERNAL alone: a connector gets in by a certificate the CA signed, or not at all.
+        assert listener.saslMechanisms == ["EXTERNAL"] and listener.verifies_clients
+        assert [p.model_dump(exclude_none=True) for p in hub.sslProfiles] == [
+            {
+                "name": "gateway-listener",
+                "certFile": "/etc/routernet-gateway/listener/tls/tls.crt",
+                "privateKeyFile": "/etc/routernet-gateway/listener/tls/tls.key",
+                "caCertFile": "/etc/routernet-gateway/listener/ca/ca.crt",
+            }
+        ]
+        with pytest.raises(ConfigError, match="does not exist"):
+            validate_config(hub.model_dump(mode="json", exclude_defaults=True))
+    spoke = configs(plan)["spoke-0"]
+    [connector] = [c for c in spoke.connectors if c.role == "gateway"]
+    assert (connector.name, connector.sslProfile) == ("gateway/bank", "gateway-connector-bank")
+    assert connector.saslMechanisms == ["EXTERNAL"] and connector.verifyHostname is True
+    assert [p.model_dump(exclude_none=True) for p in spoke.sslProfiles] == [
+        {
+            "name": "gateway-connector-bank",
+            "certFile": "/etc/routernet-gateway/connectors/bank/tls/tls.crt",
+            "privateKeyFile": "/etc/routernet-gateway/connectors/bank/tls/tls.key",
+            "caCertFile": "/etc/routernet-gateway/connectors/bank/ca/ca.crt",
+        }
+    ]
+    mounts = {
+        name: [(m.volume, m.secret, m.path, m.keys) for m in plan.router(name).gateway_secrets]
+        for name in ("hub", "spoke", "leaf")
+    }
+    assert mounts == {
+        "hub": [
+            (
+                "gw-tls-listener",
+                "hub-tls",
+                "/etc/routernet-gateway/listener/tls",
+                ("tls.crt", "tls.key"),
+            ),
+            ("gw-ca-listener", "peers-ca", "/etc/routernet-gateway/listener/ca", ("ca.crt",)),
+        ],
+        "spoke": [
+            (
+                "gwc-tls-bank",
+                "spoke-tls",
+                "/etc/routernet-gateway/connectors/bank/tls",
+                ("tls.crt", "tls.key"),
+            ),
+            ("gwc-ca-bank", "bank-ca", "/etc/routernet-gateway/connectors/bank/ca", ("ca.crt",)),
+        ],
+        "leaf": [],
+    }
+    assert configs(plan)["leaf-0"].sslProfiles == []
+
+
+def test_gateway_tls_without_client_certificates() -> None:
+    """A listener without a CA serves TLS to anonymous connectors; a connector without a CA
+    trusts the system's, one without a certificate connects anonymously, and hostname
+    verification is switched off only when asked."""
+    gateway = GatewayDecl(
+        "gw",
+        listener=GatewayListenerDecl("hub", tls=ListenerTlsDecl("hub-tls")),
+        connectors=(
+            GatewayConnectorDecl("public", "hub", "gw.example.com", tls=ConnectorTlsDecl()),
+            GatewayConnectorDecl(
+                "by-ip", "hub", "10.0.0.7", tls=ConnectorTlsDecl(None, "ca", verify_hostname=False)
+            ),
+            GatewayConnectorDecl("plain", "hub", "gw.example.org"),
+        ),
+    )
+    plan = plan_namespace(NS, [interior("hub", 1)], gateways=[gateway])
+    hub = configs(plan)["hub-0"]
+    [listener] = [lsn for lsn in hub.listeners if lsn.role == "gateway"]
+    assert listener.requireSsl and listener.saslMechanisms == ["ANONYMOUS"]
+    assert not listener.verifies_clients
+    connectors = {c.name: c for c in hub.connectors}
+    assert [
+        (c.sslProfile, c.verifyHostname, c.saslMechanisms)
+        for c in (connectors["gateway/public"], connectors["gateway/by-ip"])
+    ] == [
+        ("gateway-connector-public", True, ["ANONYMOUS"]),
+        ("gateway-connector-by-ip", False, ["ANONYMOUS"]),
+    ]
+    assert connectors["gateway/plain"].sslProfile is None
+    assert [p.model_dump(exclude_none=True) for p in hub.sslProfiles] == [
+        {
+            "name": "gateway-listener",
+            "certFile": "/etc/routernet-gateway/listener/tls/tls.crt",
+            "privateKeyFile": "/etc/routernet-gateway/listener/tls/tls.key",
+        },
+        {"name": "gateway-connector-public"},
+        {
+            "name": "gateway-connector-by-ip",
+            "caCertFile": "/etc/routernet-gateway/connectors/by-ip/ca/ca.crt",
+        },
+    ]
+    assert [m.volume for m in plan.router("hub").gateway_secrets] == [
+        "gw-tls-listener",
+        "gwc-ca-by-ip",
+    ]
+
+
+def test_a_gateway_that_is_not_applied_mounts_nothing() -> None:
+    plan = plan_namespace(NS, [interior("spoke", 1)], gateways=[MUTUAL])
+    assert [p.reason for p in plan.problems_of("Gateway", "gw")] == ["InvalidRouter"]
+    assert plan.router("spoke").gateway_secrets == ()
+    assert configs(plan)["spoke-0"].sslProfiles == []
+
+
+@pytest.mark.parametrize("port", [INTER_ROUTER_PORT, EDGE_PORT, 9090])
+def test_a_gateway_listener_must_not_take_a_reserved_port(port: int) -> None:
+    gateway = GatewayDecl("gw", listener=GatewayListenerDecl("hub", port))
+    plan = plan_namespace("ns", [RouterDecl("hub")], gateways=[gateway])
+    [problem] = plan.problems_of("Gateway", "gw")
+    assert f"port {port} is already taken on the pods of Router 'hub'" in problem.message
+    assert plan.router("hub").gateway_port is None

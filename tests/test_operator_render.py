@@ -11,6 +11,14 @@ import kubernetes_validate
 import pytest
 import yaml
 from router_operator import adapter
+from router_operator.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
+from router_operator.mounts import secret_volume_name
 from router_operator.planner import (
     AddressDecl,
     LinkRouteConnectionDecl,
@@ -26,7 +34,6 @@ from router_operator.render import (
     MAX_CONFIG_MAP_BYTES,
     RenderError,
     config_map_data,
-    link_route_volume_name,
     merge,
     render_router,
     render_stateful_set,
@@ -732,11 +739,11 @@ def test_adding_a_link_route_with_secrets_rolls_the_interiors_not_the_digest() -
     ],
 )
 def test_link_route_volume_names_are_dns_labels(name: str, tls: str | None) -> None:
-    names = [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    names = [secret_volume_name("lr", name, kind) for kind in ("tls", "sasl")]
     for volume in names:
         assert len(volume) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", volume)
     assert names[0] != names[1]
-    assert names == [link_route_volume_name(name, kind) for kind in ("tls", "sasl")]
+    assert names == [secret_volume_name("lr", name, kind) for kind in ("tls", "sasl")]
     if tls is not None:
         assert names[0] == tls
     else:
@@ -760,7 +767,7 @@ def test_link_route_volume_names_are_dns_labels(name: str, tls: str | None) -> N
 
 def test_long_link_route_names_that_share_a_start_get_distinct_volumes() -> None:
     first, second = "q" * 60 + "-one", "q" * 60 + "-two"
-    assert link_route_volume_name(first, "tls") != link_route_volume_name(second, "tls")
+    assert secret_volume_name("lr", first, "tls") != secret_volume_name("lr", second, "tls")
 
 
 def test_the_link_route_tls_example_renders_valid_objects() -> None:
@@ -781,4 +788,117 @@ def test_the_link_route_tls_example_renders_valid_objects() -> None:
     assert [v["name"] for v in volumes] == ["config", "lr-tls-broker", "lr-sasl-broker"]
     assert [v["name"] for v in statefulset(p, "edge")["spec"]["template"]["spec"]["volumes"]] == [
         "config"
+    ]
+
+
+def gateway_plan() -> NamespacePlan:
+    """core-N listen for other networks with mutual TLS, edge-N dial one; leaf has no part."""
+    routers = [*decls(), RouterDecl("edge", uid="uid-edge", replicas=1)]
+    gateway = GatewayDecl(
+        "gw",
+        listener=GatewayListenerDecl("core", tls=ListenerTlsDecl("core-tls", "peers-ca")),
+        connectors=(
+            GatewayConnectorDecl("bank", "edge", "gw.bank", tls=ConnectorTlsDecl("e-tls", "b-ca")),
+        ),
+    )
+    return plan_namespace(NS, routers, gateways=[gateway])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gateway_secrets_are_mounted_on_the_pods_of_their_router_only(version: str) -> None:
+    p = gateway_plan()
+    for name in ("core", "leaf", "edge"):
+        for obj in render_router(p.router(name)):
+            kubernetes_validate.validate(obj, version, strict=True)
+    core = statefulset(p, "core")["spec"]["template"]["spec"]
+    assert core["volumes"][1:] == [
+        {
+            "name": "gw-tls-listener",
+            "secret": {
+                "secretName": "core-tls",
+                "items": [
+                    {"key": "tls.crt", "path": "tls.crt"},
+                    {"key": "tls.key", "path": "tls.key"},
+                ],
+                "optional": False,
+            },
+        },
+        {
+            "name": "gw-ca-listener",
+            "secret": {
+                "secretName": "peers-ca",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                "optional": False,
+            },
+        },
+    ]
+    assert core["containers"][0]["volumeMounts"][1:] == [
+        {
+            "name": "gw-tls-listener",
+            "mountPath": "/etc/routernet-gateway/listener/tls",
+            "readOnly": True,
+        },
+        {
+            "name": "gw-ca-listener",
+            "mountPath": "/etc/routernet-gateway/listener/ca",
+            "readOnly": True,
+        },
+    ]
+    edge = statefulset(p, "edge")["spec"]["template"]["spec"]
+    assert [(v["name"], v["secret"]["secretName"]) for v in edge["volumes"][1:]] == [
+        ("gwc-tls-bank", "e-tls"),
+        ("gwc-ca-bank", "b-ca"),
+    ]
+    assert [m["mountPath"] for m in edge["containers"][0]["volumeMounts"][1:]] == [
+        "/etc/routernet-gateway/connectors/bank/tls",
+        "/etc/routernet-gateway/connectors/bank/ca",
+    ]
+    # The Routers without a part in the Gateway keep their pod template: no restart.
+    assert (
+        statefulset(p, "leaf")["spec"]["template"]
+        == statefulset(plan(), "leaf")["spec"]["template"]
+    )
+    # The configs name the mounted files; the router refuses them where they are not.
+    raw = json.loads(objects(p, "core")["ConfigMap/core-config"]["data"]["core-0.json"])
+    assert [profile["name"] for profile in raw["sslProfiles"]] == ["gateway-listener"]
+    with pytest.raises(ConfigError, match="does not exist"):
+        validate_config(raw)
+
+
+def test_the_gateway_listener_is_a_named_port_of_its_routers_client_service() -> None:
+    p = gateway_plan()
+    service = objects(p, "core")["Service/core"]["spec"]["ports"]
+    assert service[-1] == {
+        "name": "gateway",
+        "port": 5673,
+        "targetPort": "gateway",
+        "protocol": "TCP",
+    }
+    container = statefulset(p, "core")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "gateway", "containerPort": 5673, "protocol": "TCP"} in container["ports"]
+    # Status endpoints stay the clients'; the Routers without the listener have no such port.
+    assert all("5673" not in url for url in p.router("core").endpoints)
+    for name in ("leaf", "edge"):
+        ports = objects(p, name)[f"Service/{name}"]["spec"]["ports"]
+        assert "gateway" not in [port["name"] for port in ports]
+
+
+@pytest.mark.parametrize("name", ["west", "east"])
+def test_the_gateway_tls_examples_render_valid_objects(name: str) -> None:
+    router, gateway = yaml.safe_load_all((EXAMPLES / "gateway-tls" / f"{name}.yaml").read_text())
+    router["metadata"]["uid"] = f"uid-{name}"
+    decl = adapter.router_decl(adapter.parse("Router", router), "routernet/router:test")
+    namespace = router["metadata"]["namespace"]
+    gw = adapter.gateway_decl(adapter.parse("Gateway", gateway))
+    p = plan_namespace(namespace, [decl], gateways=[gw])
+    assert p.problems == ()
+    for obj in render_router(p.router(name)):
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+    volumes = statefulset(p, name)["spec"]["template"]["spec"]["volumes"]
+    owner = "listener" if name == "west" else "west"
+    family = "gw" if name == "west" else "gwc"
+    assert [v["name"] for v in volumes] == [
+        "config",
+        f"{family}-tls-{owner}",
+        f"{family}-ca-{owner}",
     ]

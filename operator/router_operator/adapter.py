@@ -31,7 +31,13 @@ from pydantic import ValidationError
 
 from router.config import Address as RouterAddress
 from router.gateway.config import Gateway as RouterGateway
-from router_operator.gateway import GatewayConnectorDecl, GatewayDecl, GatewayListenerDecl
+from router_operator.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
 from router_operator.mesh import Verdict
 from router_operator.models import (
     DEFAULT_NETWORK,
@@ -322,15 +328,30 @@ def gateway_decl(parsed: Parsed) -> GatewayDecl:
     )
     listener = None
     if spec.listener is not None:
-        listener = GatewayListenerDecl(spec.listener.router, spec.listener.port)
+        tls = spec.listener.tls
+        listener = GatewayListenerDecl(
+            spec.listener.router,
+            spec.listener.port,
+            None if tls is None else ListenerTlsDecl(tls.secret, tls.caSecret),
+        )
+    connectors = tuple(
+        GatewayConnectorDecl(
+            c.name,
+            c.router,
+            c.host,
+            c.port,
+            None
+            if c.tls is None
+            else ConnectorTlsDecl(c.tls.secret, c.tls.caSecret, c.tls.verifyHostname),
+        )
+        for c in spec.connectors
+    )
     return GatewayDecl(
         name=parsed.name,
         network=spec.network,
         routing=routing,
         listener=listener,
-        connectors=tuple(
-            GatewayConnectorDecl(c.name, c.router, c.host, c.port) for c in spec.connectors
-        ),
+        connectors=connectors,
         creation_timestamp=parsed.creation_timestamp,
         generation=parsed.generation or 0,
     )

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from router.gateway.config import ContainerRoute, GatewayRule, Match
 from router.gateway.config import Gateway as RouterGateway
-from router_operator.spec import Rule, StrictSpec
+from router_operator.mounts import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE, SecretMount
+from router_operator.spec import Rule, SecretName, StrictSpec
 
 GATEWAY_PORT = 5673
 """Where a gateway listener listens unless told otherwise: beside the clients' 5672."""
@@ -89,6 +90,81 @@ def _checked(rules: tuple[Rule, ...]) -> AfterValidator:
     return AfterValidator(check)
 
 
+_RESTART_NOTE = (
+    " The pods of the Router mount it (a pod waits, FailedMount, while the Secret or a key is"
+    " missing); adding, changing or removing it restarts them (rolling), and a renewed"
+    " certificate is used from their next restart. Not available to local routers"
+    " (routernet up)."
+)
+
+
+class GatewayListenerTls(StrictSpec):
+    """TLS on the gateway listener, as a Router listener's tlsSecret; with caSecret, mutual:
+    the other networks' connectors are admitted by their certificates (SASL EXTERNAL). A CA
+    alone switches verification on, as RabbitMQ's caSecretName does: a CA that verified no
+    one would have no use, so a separate switch could only be left off by mistake."""
+
+    secret: SecretName = Field(
+        description=(
+            "A kubernetes.io/tls Secret (tls.crt, tls.key) in the Gateway's namespace: the"
+            " listener serves TLS only (connectors that do not start TLS are refused) with this"
+            " certificate, which must name the host the other networks dial." + _RESTART_NOTE
+        ),
+    )
+    caSecret: SecretName | None = Field(
+        default=None,
+        description=(
+            "A Secret whose key ca.crt (PEM) is the CA that signed the other networks' client"
+            " certificates: with it, a connector must present one it signed (mutual TLS, SASL"
+            " EXTERNAL) or is refused; without it, connectors are not asked for certificates."
+            " May name the same Secret as secret when that has a ca.crt (cert-manager's do)."
+            + _RESTART_NOTE
+        ),
+    )
+
+
+class GatewayConnectorTls(StrictSpec):
+    """TLS on a gateway connector: the client certificate it presents (secret) and the CA it
+    verifies the listener with (caSecret), the other network's gateway listener's certificate
+    checked against its host unless verifyHostname says otherwise."""
+
+    rules: ClassVar[tuple[Rule, ...]] = (
+        # verifyHostname has a default, so stored objects have it; read behind has() all the same.
+        Rule(
+            rule="!has(self.verifyHostname) || self.verifyHostname || has(self.caSecret)",
+            message=(
+                "verifyHostname false needs caSecret: with the system's CAs and no host check,"
+                " any certificate a public CA signed for anyone would be accepted"
+            ),
+            holds=lambda s: s.verifyHostname or s.caSecret is not None,
+        ),
+    )
+
+    secret: SecretName | None = Field(
+        default=None,
+        description=(
+            "A kubernetes.io/tls Secret (tls.crt, tls.key) in the Gateway's namespace: the"
+            " client certificate, with which the connector authenticates (SASL EXTERNAL) to a"
+            " listener that verifies its clients; without it, it connects anonymously."
+            + _RESTART_NOTE
+        ),
+    )
+    caSecret: SecretName | None = Field(
+        default=None,
+        description=(
+            "A Secret whose key ca.crt (PEM) is the CA that signed the other network's gateway"
+            " listener's certificate; without it, the system's CAs." + _RESTART_NOTE
+        ),
+    )
+    verifyHostname: bool = Field(
+        default=True,
+        description=(
+            "The listener's certificate must name host (for an IP address, a DNS:<ip>"
+            " subjectAltName). false still verifies it against caSecret, which it then needs."
+        ),
+    )
+
+
 class GatewayListener(StrictSpec):
     """Where this network accepts other networks' gateway connectors."""
 
@@ -97,7 +173,21 @@ class GatewayListener(StrictSpec):
         max_length=45,
         description="An interior Router of this network: its pods get the listener.",
     )
-    port: int = Field(default=GATEWAY_PORT, ge=1, le=65535, description="TCP port.")
+    port: int = Field(
+        default=GATEWAY_PORT,
+        ge=1,
+        le=65535,
+        description=(
+            "TCP port, apart from the Router's own (its listeners, 55672, 45672 and 9090). The"
+            " Router's client Service exposes it as the port named gateway, for other"
+            " namespaces; another cluster reaches it through a Service or gateway of its own"
+            " (LoadBalancer, NodePort) selecting the Router's pods, targetPort gateway."
+        ),
+    )
+    tls: GatewayListenerTls | None = Field(
+        default=None,
+        description="Serve TLS only; with caSecret, mutual TLS. Absent: plain AMQP.",
+    )
 
 
 class GatewayConnector(StrictSpec):
@@ -117,6 +207,13 @@ class GatewayConnector(StrictSpec):
         pattern=_HOST, max_length=253, description="The other network's gateway host."
     )
     port: int = Field(default=GATEWAY_PORT, ge=1, le=65535, description="TCP port.")
+    tls: GatewayConnectorTls | None = Field(
+        default=None,
+        description=(
+            "Connect with TLS, with a client certificate (secret) for a listener that verifies"
+            " its clients. Absent: plain AMQP."
+        ),
+    )
 
 
 _CONNECTORS_NAMED = Rule(
@@ -196,12 +293,39 @@ GATEWAY_CONNECTOR_PREFIX = "gateway/"
 """Gateway connectors are ``gateway/<name>`` in the router configs, apart from the
 ``inter-router/``, ``edge/`` and ``linkroute/`` ones."""
 GATEWAY_LISTENER_NAME = "gateway"
+GATEWAY_SECRET_DIR = "/etc/routernet-gateway"
+"""The Gateway's Secrets are mounted at ``<dir>/listener/{tls,ca}/`` and
+``<dir>/connectors/<name>/{tls,ca}/`` on the pods of the Router of that listener or connector
+(connector names are DNS labels: safe path components)."""
+GATEWAY_LISTENER_PROFILE = "gateway-listener"
+GATEWAY_CONNECTOR_PROFILE_PREFIX = "gateway-connector-"
+"""sslProfiles ``gateway-listener`` and ``gateway-connector-<name>``, apart from the Router
+listeners' ``listener-<port>`` and the LinkRoutes' ``linkroute-<name>``."""
+
+
+@dataclass(frozen=True)
+class ListenerTlsDecl:
+    """The listener's certificate Secret, and the CA Secret that verifies its clients."""
+
+    secret: str
+    ca_secret: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorTlsDecl:
+    """A connector's client certificate Secret and the CA Secret that verifies the listener
+    (the system's CAs without one)."""
+
+    secret: str | None = None
+    ca_secret: str | None = None
+    verify_hostname: bool = True
 
 
 @dataclass(frozen=True)
 class GatewayListenerDecl:
     router: str
     port: int = GATEWAY_PORT
+    tls: ListenerTlsDecl | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +334,7 @@ class GatewayConnectorDecl:
     router: str
     host: str
     port: int = GATEWAY_PORT
+    tls: ConnectorTlsDecl | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +359,8 @@ Report = Callable[[str, str, str], None]
 class GatewayPlan:
     """The one Gateway of a network as its routers get it: the rules, default and exports on
     every router; the listener, connectors and hand-made container routes on the pods of the
-    Router named for them (a container route must name a connector its router has)."""
+    Router named for them (a container route must name a connector its router has), and so
+    are the sslProfiles and Secrets of the TLS ones."""
 
     decl: GatewayDecl
 
@@ -251,30 +377,114 @@ class GatewayPlan:
             section["containers"] = routes
         return section
 
-    def listeners(self, router: str) -> list[dict[str, Any]]:
+    def listener(self, router: str) -> GatewayListenerDecl | None:
+        """The listener, if it is on the pods of ``router``."""
         listener = self.decl.listener
-        if listener is None or listener.router != router:
+        return listener if listener is not None and listener.router == router else None
+
+    def listeners(self, router: str) -> list[dict[str, Any]]:
+        listener = self.listener(router)
+        if listener is None:
             return []
-        return [
-            {
-                "name": GATEWAY_LISTENER_NAME,
-                "host": "0.0.0.0",
-                "port": listener.port,
-                "role": "gateway",
-            }
-        ]
+        entry: dict[str, Any] = {
+            "name": GATEWAY_LISTENER_NAME,
+            "host": "0.0.0.0",
+            "port": listener.port,
+            "role": "gateway",
+        }
+        if listener.tls is not None:
+            entry["sslProfile"] = GATEWAY_LISTENER_PROFILE
+            entry["requireSsl"] = True
+            if listener.tls.ca_secret is not None:
+                # EXTERNAL alone: the handshake asks for a certificate the CA signed, and the
+                # connection is authenticated as its subject; no anonymous way in is offered.
+                entry["saslMechanisms"] = ["EXTERNAL"]
+        return [entry]
 
     def connectors(self, router: str) -> list[dict[str, Any]]:
-        return [
-            {
+        entries = []
+        for c in self._connectors(router):
+            entry: dict[str, Any] = {
                 "name": gateway_connector_name(c.name),
                 "host": c.host,
                 "port": c.port,
                 "role": "gateway",
             }
-            for c in self.decl.connectors
-            if c.router == router
-        ]
+            if c.tls is not None:
+                entry["sslProfile"] = gateway_connector_profile(c.name)
+                entry["verifyHostname"] = c.tls.verify_hostname
+                if c.tls.secret is not None:
+                    entry["saslMechanisms"] = ["EXTERNAL"]
+            entries.append(entry)
+        return entries
+
+    def ssl_profiles(self, router: str) -> list[dict[str, Any]]:
+        """The sslProfiles of the TLS listener and connectors on the pods of ``router``, naming
+        the files of :meth:`secret_mounts`."""
+        profiles = []
+        listener = self.listener(router)
+        if listener is not None and listener.tls is not None:
+            tls = listener.tls
+            profiles.append(_profile(GATEWAY_LISTENER_PROFILE, None, tls.secret, tls.ca_secret))
+        for c in self._connectors(router):
+            if c.tls is not None:
+                name = gateway_connector_profile(c.name)
+                profiles.append(_profile(name, c.name, c.tls.secret, c.tls.ca_secret))
+        return profiles
+
+    def secret_mounts(self, router: str) -> tuple[SecretMount, ...]:
+        """What the pods of ``router`` mount for the TLS listener and connectors on them."""
+        mounts = []
+        listener = self.listener(router)
+        if listener is not None and listener.tls is not None:
+            mounts += _mounts("gw", "listener", None, listener.tls.secret, listener.tls.ca_secret)
+        for c in self._connectors(router):
+            if c.tls is not None:
+                mounts += _mounts("gwc", c.name, c.name, c.tls.secret, c.tls.ca_secret)
+        return tuple(mounts)
+
+    def _connectors(self, router: str) -> list[GatewayConnectorDecl]:
+        return [c for c in self.decl.connectors if c.router == router]
+
+
+def _profile(
+    name: str, connector: str | None, secret: str | None, ca_secret: str | None
+) -> dict[str, Any]:
+    profile: dict[str, Any] = {"name": name}
+    if secret is not None:
+        profile["certFile"] = f"{gateway_secret_dir(connector, 'tls')}/{TLS_CERT_FILE}"
+        profile["privateKeyFile"] = f"{gateway_secret_dir(connector, 'tls')}/{TLS_KEY_FILE}"
+    if ca_secret is not None:
+        profile["caCertFile"] = f"{gateway_secret_dir(connector, 'ca')}/{CA_CERT_FILE}"
+    return profile
+
+
+def _mounts(
+    family: Literal["gw", "gwc"],
+    owner: str,
+    connector: str | None,
+    secret: str | None,
+    ca_secret: str | None,
+) -> list[SecretMount]:
+    mounts = []
+    if secret is not None:
+        path = gateway_secret_dir(connector, "tls")
+        keys = (TLS_CERT_FILE, TLS_KEY_FILE)
+        mounts.append(SecretMount(family, owner, "tls", secret, path, keys))
+    if ca_secret is not None:
+        path = gateway_secret_dir(connector, "ca")
+        mounts.append(SecretMount(family, owner, "ca", ca_secret, path, (CA_CERT_FILE,)))
+    return mounts
+
+
+def gateway_secret_dir(connector: str | None, kind: Literal["tls", "ca"]) -> str:
+    """Where a pod has a Secret of the listener (``connector`` None) or of a connector."""
+    owner = "listener" if connector is None else f"connectors/{connector}"
+    return f"{GATEWAY_SECRET_DIR}/{owner}/{kind}"
+
+
+def gateway_connector_profile(name: str) -> str:
+    return f"{GATEWAY_CONNECTOR_PROFILE_PREFIX}{name}"
 
 
 def gateway_connector_name(name: str) -> str:
@@ -289,8 +499,8 @@ def plan_gateway(
     """The network's Gateway, if it has one that can be applied. ``gateways`` is sorted oldest
     first: one network has one Gateway (its rules are one ordered list, which two resources
     could only be merged into by guessing), so the oldest wins and the others are reported.
-    ``interiors``: the network's interior Routers and the ports of their own listeners; a
-    listener or connector must be on one of them (edges join no other network)."""
+    ``interiors``: the network's interior Routers and the ports their pods already listen on;
+    a listener or connector must be on one of them (edges join no other network)."""
     if not gateways:
         return None
     first, *others = gateways
@@ -308,8 +518,9 @@ def plan_gateway(
         ports = interiors.get(first.listener.router, ())
         if first.listener.port in ports:
             problems.append(
-                f"listener: port {first.listener.port} is already a listener of Router"
-                f" {first.listener.router!r}; choose another port"
+                f"listener: port {first.listener.port} is already taken on the pods of Router"
+                f" {first.listener.router!r} (by a listener of its own, or as its inter-router,"
+                " edge or metrics port); choose another port"
             )
     for what, router in named:
         if router not in interiors:

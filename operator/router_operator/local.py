@@ -152,6 +152,10 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
     }
     if not data["linkRoutes"]:
         del data["linkRoutes"]  # the file as before LinkRoutes, for a router that has none
+    if config.sslProfiles:  # only profiles without files (Secrets are refused locally)
+        data["sslProfiles"] = [
+            p.model_dump(mode="json", exclude_defaults=True) for p in config.sslProfiles
+        ]
     gateway = config.gateway.model_dump(mode="json", exclude_defaults=True)
     if gateway:
         data["gateway"] = gateway

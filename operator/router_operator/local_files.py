@@ -11,8 +11,9 @@ object and the field (`InvalidInput`). On top of the models' rules:
   Kubernetes; here an object is as old as the first ``up`` that applied it, so a newcomer never
   changes what running routers do, and is reported rather than silently left out;
 - what only Kubernetes provides: Secrets (a listener's PLAIN users and TLS certificate, a
-  LinkRoute connection's CA and credentials) are refused, never replaced by clear text or
-  anonymous connections: the pods of a cluster mount them, local routers have nothing to read.
+  LinkRoute connection's CA and credentials, a Gateway's certificates and CAs) are refused,
+  never replaced by clear text or anonymous connections: the pods of a cluster mount them,
+  local routers have nothing to read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import yaml
 
 from router.config import UniqueKeyLoader
 from router_operator import adapter
-from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, LinkRoute, Router
+from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, Gateway, LinkRoute, Router
 from router_operator.planner import NamespacePlan, plan_namespace
 
 DEFAULT_NAMESPACE = "default"
@@ -256,7 +257,30 @@ def check_local(declared: Sequence[Declared]) -> list[str]:
                     f" Kubernetes here), and {target} is not dialled anonymously instead;"
                     " leave saslSecret out locally"
                 )
+        if isinstance(model, Gateway):
+            problems += _gateway_secrets(item, model)
     return problems
+
+
+def _gateway_secrets(item: Declared, gateway: Gateway) -> list[str]:
+    """A Gateway's TLS Secrets, refused as a listener's tlsSecret is: never replaced by clear
+    text. TLS without Secrets (a connector trusting the system's CAs) runs as on Kubernetes."""
+    named: list[tuple[str, str | None]] = []
+    listener = gateway.spec.listener
+    if listener is not None and listener.tls is not None:
+        named += [("spec.listener.tls.secret", listener.tls.secret)]
+        named += [("spec.listener.tls.caSecret", listener.tls.caSecret)]
+    for index, connector in enumerate(gateway.spec.connectors):
+        if connector.tls is not None:
+            named += [(f"spec.connectors[{index}].tls.secret", connector.tls.secret)]
+            named += [(f"spec.connectors[{index}].tls.caSecret", connector.tls.caSecret)]
+    return [
+        f"{item.origin}: {item.label}: {where}: Secret {secret!r} is not available to local"
+        " routers (no Kubernetes here), and the gateway connection is not made in clear text"
+        " instead; leave it out locally"
+        for where, secret in named
+        if secret is not None
+    ]
 
 
 def check_updates(declared: Sequence[Declared], applied: Mapping[str, Any]) -> list[str]:

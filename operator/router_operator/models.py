@@ -30,7 +30,7 @@ from pydantic import (
 
 from router_operator.autoscaling import AutoscalingSpec, AutoscalingStatus
 from router_operator.gateway import GatewayRouting
-from router_operator.spec import Rule, StrictSpec
+from router_operator.spec import Rule, SecretName, StrictSpec, constrained
 
 GROUP = "routernet.io"
 VERSION = "v1alpha1"
@@ -67,26 +67,8 @@ ROUTER_NAME_MAX_LENGTH = 45
 pods and its Services (DNS-1035 labels of at most 63) with suffixes of its own: 45 leaves room."""
 
 
-def _constrained(what: str, regex: str, max_length: int, hint: str) -> Any:
-    """A string type checked by one regular expression, here and in the CRD alike.
-
-    The API server (Go's RE2) and Python agree on these simple expressions; Python's
-    ``fullmatch`` is used because ``$`` in Python also matches before a final newline.
-    """
-    compiled = re.compile(regex)
-
-    def check(value: str) -> str:
-        if len(value) > max_length or not compiled.fullmatch(value):
-            raise ValueError(f"{value!r} is not a valid {what}: {hint}")
-        return value
-
-    schema = {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": regex}
-    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
-
-
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # Router addresses: tokens split by '.' or '/', none empty, no whitespace (router/config.py).
 _PREFIX = r"^[^./\s*#]+([./][^./\s*#]+)*$"
 _PATTERN = r"^(\*|#|[^./\s*#]+)([./](\*|#|[^./\s*#]+))*$"
@@ -101,34 +83,31 @@ _QUANTITY = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 
-NetworkName = _constrained(
+NetworkName = constrained(
     "network name",
     _DNS_LABEL,
     63,
     "lower-case letters, digits and '-', at most 63 characters (it is used as a label value)",
 )
-SecretName = _constrained(
-    "Secret name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
-)
-AddressPrefix = _constrained(
+AddressPrefix = constrained(
     "prefix",
     _PREFIX,
     1000,
     "non-empty tokens separated by '.' or '/', no whitespace, no '*' or '#' (use pattern)",
 )
-AddressPattern = _constrained(
+AddressPattern = constrained(
     "pattern",
     _PATTERN,
     1000,
     "non-empty tokens separated by '.' or '/', no whitespace; '*' and '#' only as whole tokens",
 )
-AddressName = _constrained(
+AddressName = constrained(
     "address", _ADDRESS, 1000, "non-empty tokens separated by '.' or '/', no whitespace"
 )
-ContainerId = _constrained("container id", r"^\S+$", 1000, "non-empty, no whitespace")
-HostName = _constrained("host", _HOST, 253, "a host name or an IP address")
-ImageName = _constrained("image", r"^\S+$", 1000, "non-empty, no whitespace")
-RouterName = _constrained(
+ContainerId = constrained("container id", r"^\S+$", 1000, "non-empty, no whitespace")
+HostName = constrained("host", _HOST, 253, "a host name or an IP address")
+ImageName = constrained("image", r"^\S+$", 1000, "non-empty, no whitespace")
+RouterName = constrained(
     "Router name",
     _DNS1035_LABEL,
     ROUTER_NAME_MAX_LENGTH,

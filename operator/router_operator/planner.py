@@ -39,7 +39,13 @@ Rules, and why:
 - A network has at most one Gateway (gateway.py ``plan_gateway``: the oldest wins, others are a
   Conflict): its rules, defaultContainer and export go into every router's ``gateway`` section;
   its listener (role gateway) and connectors (``gateway/<name>``) into the pods of the interior
-  Router each names, with the container routes that use those connectors.
+  Router each names, with the container routes that use those connectors. Their TLS Secrets
+  are mounted on those pods only (render), under ``/etc/routernet-gateway/listener/`` and
+  ``.../connectors/<name>/`` (``tls/`` tls.crt and tls.key, ``ca/`` ca.crt), the files of the
+  sslProfiles ``gateway-listener`` and ``gateway-connector-<name>``. A listener with a CA
+  offers SASL EXTERNAL alone (mutual TLS: a connector is admitted by its certificate); a
+  connector with a certificate authenticates with EXTERNAL, and checks the listener's
+  certificate against its host unless told not to (verifyHostname).
 - A listener with a TLS Secret serves TLS only (``requireSsl``) with an sslProfile
   ``listener-<port>`` whose certFile and privateKeyFile are the Secret's tls.crt and tls.key,
   mounted at ``/etc/routernet-tls/<port>/`` (render). The files exist only in the pod, so configs
@@ -73,6 +79,7 @@ from router.config import (
 from router.config import LinkRoute as RouterLinkRoute
 from router.telemetry.config import METRICS_PORT
 from router_operator.gateway import GatewayDecl, GatewayPlan, plan_gateway
+from router_operator.mounts import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE, SecretMount
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
@@ -99,11 +106,6 @@ SASL_CONFIG_NAME = "routernet"
 SASLDB_FILE = "users.sasldb"
 TLS_DIR = "/etc/routernet-tls"
 """Each TLS listener's Secret is mounted at ``<TLS_DIR>/<port>/`` (a Secret volume, see render)."""
-TLS_CERT_FILE = "tls.crt"
-TLS_KEY_FILE = "tls.key"
-"""The keys of a kubernetes.io/tls Secret the listener's sslProfile uses. Its optional ca.crt
-is not used: the operator cannot read the Secret to know whether it is there, and a caCertFile
-that is missing would stop the router (its config is refused)."""
 LINK_ROUTE_CONNECTOR_PREFIX = "linkroute/"
 """Route-container connectors of LinkRoutes are ``linkroute/<LinkRoute name>``: deterministic, so
 config-sync diffs them by name, and apart from the ``inter-router/`` and ``edge/`` ones."""
@@ -113,8 +115,6 @@ LINK_ROUTE_DIR = "/etc/routernet-linkroute"
 LINK_ROUTE_SSL_PROFILE_PREFIX = "linkroute-"
 """The sslProfile of a LinkRoute connection is ``linkroute-<LinkRoute name>``; listeners' are
 ``listener-<port>``."""
-CA_CERT_FILE = "ca.crt"
-"""The key of a LinkRoute connection's tlsSecret: the CA that signed the broker's certificate."""
 SASL_USERNAME_FILE = "username"
 SASL_PASSWORD_FILE = "password"
 """The keys of a kubernetes.io/basic-auth Secret, a LinkRoute connection's saslSecret."""
@@ -251,6 +251,8 @@ class RouterPlan:
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     link_routes: tuple[LinkRoutePlan, ...] = ()
     """The LinkRoutes folded into this Router's configs (those of its network)."""
+    gateway: GatewayPlan | None = None
+    """Its network's Gateway, as applied (None when it has none or it cannot be)."""
 
     @property
     def ok(self) -> bool:
@@ -305,6 +307,17 @@ class RouterPlan:
         return tuple(mount for route in self.link_routes for mount in route.secret_mounts)
 
     @property
+    def gateway_port(self) -> int | None:
+        """The port of the Gateway's listener, if this Router's pods have it."""
+        listener = None if self.gateway is None else self.gateway.listener(self.decl.name)
+        return None if listener is None else listener.port
+
+    @property
+    def gateway_secrets(self) -> tuple[SecretMount, ...]:
+        """The Secrets of the Gateway's TLS listener and connectors on this Router's pods."""
+        return () if self.gateway is None else self.gateway.secret_mounts(self.decl.name)
+
+    @property
     def endpoints(self) -> tuple[str, ...]:
         """The client Service's URLs, what applications connect to (for status): ``amqps://``
         for the TLS listeners, ``amqp://`` for the others."""
@@ -321,18 +334,6 @@ class FoldedAddress:
 
     name: str
     entry: Address
-
-
-@dataclass(frozen=True)
-class SecretMount:
-    """A Secret an interior pod mounts for a LinkRoute connection: ``keys`` of ``secret`` as
-    files of the directory ``path``."""
-
-    link_route: str
-    kind: Literal["tls", "sasl"]
-    secret: str
-    path: str
-    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -362,12 +363,12 @@ class LinkRoutePlan:
         if connection.tls_secret is not None:
             path = link_route_secret_dir(self.name, "tls")
             mounts.append(
-                SecretMount(self.name, "tls", connection.tls_secret, path, (CA_CERT_FILE,))
+                SecretMount("lr", self.name, "tls", connection.tls_secret, path, (CA_CERT_FILE,))
             )
         if connection.sasl_secret is not None:
             path = link_route_secret_dir(self.name, "sasl")
             keys = (SASL_USERNAME_FILE, SASL_PASSWORD_FILE)
-            mounts.append(SecretMount(self.name, "sasl", connection.sasl_secret, path, keys))
+            mounts.append(SecretMount("lr", self.name, "sasl", connection.sasl_secret, path, keys))
         return tuple(mounts)
 
     @property
@@ -658,8 +659,13 @@ def _plan_network(
 
     folded = _fold_addresses(addresses, report)
     planned_routes = _plan_link_routes(link_routes, report)
+    # What an interior's pods listen on already: a gateway listener there could not bind.
     interior_ports = {
-        decl.name: tuple(lsn.port for lsn in effective_listeners(decl))
+        decl.name: (
+            *(lsn.port for lsn in effective_listeners(decl)),
+            *RESERVED_PORTS,
+            METRICS_PORT,
+        )
         for decl in placed
         if decl.role == "interior"
     }
@@ -694,6 +700,7 @@ def _plan_network(
                 tuple(router_problems[decl.name]),
                 domain,
                 tuple(planned_routes),
+                gateway,
             )
         )
     return NetworkPlan(
@@ -832,7 +839,9 @@ def _build_config(
         router["saslConfigName"] = SASL_CONFIG_NAME
     data = {
         "router": router,
-        "sslProfiles": _ssl_profiles(pod.router) + _route_ssl_profiles(pod.router, routes),
+        "sslProfiles": _ssl_profiles(pod.router)
+        + _route_ssl_profiles(pod.router, routes)
+        + _gateway_entries(gateway, "sslProfiles", pod),
         "listeners": _listener_entries(pod.router) + _gateway_entries(gateway, "listeners", pod),
         "connectors": pod.connectors
         + _route_connectors(pod.router, routes)
@@ -853,11 +862,16 @@ def _build_config(
 
 
 def _gateway_entries(
-    gateway: GatewayPlan | None, field: Literal["listeners", "connectors"], pod: _Pod
+    gateway: GatewayPlan | None,
+    field: Literal["sslProfiles", "listeners", "connectors"],
+    pod: _Pod,
 ) -> list[dict[str, Any]]:
-    """The network's Gateway's listener or connectors, on the pods of the Router it names."""
+    """The network's Gateway's listener or connectors, and their sslProfiles, on the pods of
+    the Router it names."""
     if gateway is None:
         return []
+    if field == "sslProfiles":
+        return gateway.ssl_profiles(pod.router.name)
     if field == "listeners":
         return gateway.listeners(pod.router.name)
     return gateway.connectors(pod.router.name)

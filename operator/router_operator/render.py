@@ -65,12 +65,25 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   running. LinkRoutes without Secrets still change the ConfigMap alone (live, no restart). A
   renewed password is read at the next connection attempt; a renewed CA only after a restart
   (as a listener's certificate).
+- The Gateway's TLS Secrets (``listener.tls``, ``connectors[].tls``): mounted as LinkRoute
+  connections' are (read-only, ``optional: false``, their keys listed), but only on the pods of
+  the Router that has that listener or connector, at ``/etc/routernet-gateway/listener/`` and
+  ``.../connectors/<name>/`` (``tls/`` tls.crt and tls.key, ``ca/`` ca.crt). Volumes
+  ``gw-tls-listener`` and ``gw-ca-listener``, ``gwc-tls-<name>`` and ``gwc-ca-<name>`` (hashed as
+  LinkRoutes' when too long). Adding, changing or removing them rolls those pods alone.
 - Probes and metrics over HTTP: every router serves ``/metrics``, ``/healthz`` and ``/readyz`` on
   ``METRICS_PORT`` (9090; the planner puts ``telemetry.http`` in every pod config). Liveness is
   ``/healthz`` (the event loop turns), readiness ``/readyz`` (listening, not draining, an interior
   with a two-way neighbor or alone by its config, an edge with an uplink), so a router that has
   not joined its network gets no client traffic from the Service yet. The container port is
   named ``metrics``, which the chart's PodMonitor scrapes.
+- The Gateway's listener is reached through the client Service of its Router, on the port
+  named ``gateway`` (and the pods' container port of that name): other namespaces dial
+  ``<router>.<ns>.svc:<port>``. It is not a Service of its own: the operator deletes no
+  children, so one would outlive a listener moved to another Router; another cluster reaches
+  the pods through a LoadBalancer, NodePort or gateway Service made beside it, selecting them
+  with ``targetPort: gateway``. Status endpoints stay the clients' (gateway connectors are not
+  clients). The planner keeps the port apart from the Router's own, reserved ones included.
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -80,9 +93,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from router_operator.planner import (
     EDGE_PORT,
@@ -104,6 +116,10 @@ DEFAULT_IMAGE = "routernet/router:0.1.0"
 CONFIG_DIR = "/etc/routernet"
 CONTAINER = "router"
 METRICS_PORT_NAME = "metrics"
+GATEWAY_PORT_NAME = "gateway"
+"""The Gateway listener's port, on the client Service and the pods of its Router, whatever its
+number and TLS: other networks' connectors, and Services made to reach them from another
+cluster, find it by this name."""
 DIGEST_ANNOTATION = f"{API_GROUP}/config-digest"
 NETWORK_LABEL = f"{API_GROUP}/network"
 ROLE_LABEL = f"{API_GROUP}/role"
@@ -219,29 +235,14 @@ def _port_name(port: int, tls: bool = False) -> str:
 
 def _client_ports(plan: RouterPlan) -> list[tuple[str, int]]:
     tls = plan.tls_ports
-    return [(_port_name(port, port in tls), port) for port in plan.client_ports]
+    ports = [(_port_name(port, port in tls), port) for port in plan.client_ports]
+    if plan.gateway_port is not None:
+        ports.append((GATEWAY_PORT_NAME, plan.gateway_port))
+    return ports
 
 
 def tls_volume_name(port: int) -> str:
     return f"tls-{port}"
-
-
-MAX_VOLUME_NAME = 63
-_VOLUME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def link_route_volume_name(link_route: str, kind: Literal["tls", "sasl"]) -> str:
-    """The volume of a LinkRoute connection's Secret: a DNS label (what volume names must be)
-    of at most 63 characters. ``lr-<kind>-<name>`` when that is one; otherwise (LinkRoute names
-    may be 253 characters and have dots) ``lrh-<kind>-`` the name's start, dots as '-', then 12
-    hex digits of its SHA-256. The prefixes differ, so the two forms never meet."""
-    readable = f"lr-{kind}-{link_route}"
-    if len(readable) <= MAX_VOLUME_NAME and _VOLUME_NAME.fullmatch(readable):
-        return readable
-    digest = hashlib.sha256(link_route.encode()).hexdigest()[:12]
-    room = MAX_VOLUME_NAME - len(f"lrh-{kind}--{digest}")
-    stem = re.sub(r"[^a-z0-9-]", "-", link_route.lower())[:room].strip("-")
-    return f"lrh-{kind}-{stem}-{digest}" if stem else f"lrh-{kind}-{digest}"
 
 
 def _router_ports(plan: RouterPlan) -> list[tuple[str, int]]:
@@ -391,7 +392,9 @@ def render_peers_service(plan: RouterPlan) -> dict[str, Any]:
 
 
 def render_client_service(plan: RouterPlan) -> dict[str, Any]:
-    """What applications connect to: the client listeners of ready pods only."""
+    """What applications connect to: the client listeners of ready pods only; and other
+    networks' gateway connectors, on the port named ``gateway``, when the pods have the
+    Gateway's listener."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -526,14 +529,13 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                 "secret": {"secretName": tls_secret, "optional": False},
             }
         )
-    for mount in plan.link_route_secrets:
-        volume = link_route_volume_name(mount.link_route, mount.kind)
+    for mount in (*plan.link_route_secrets, *plan.gateway_secrets):
         container["volumeMounts"].append(
-            {"name": volume, "mountPath": mount.path, "readOnly": True}
+            {"name": mount.volume, "mountPath": mount.path, "readOnly": True}
         )
         template["spec"]["volumes"].append(
             {
-                "name": volume,
+                "name": mount.volume,
                 "secret": {
                     "secretName": mount.secret,
                     "items": [{"key": key, "path": key} for key in mount.keys],

@@ -1,16 +1,17 @@
 """What every resource spec shares: strict validation, and rules stated once for CEL and Python.
 
-Its own module so that the parts of a spec with a module of their own (autoscaling.py) and
-models.py build on the same base without importing each other.
+Its own module so that the parts of a spec with a module of their own (autoscaling.py,
+gateway.py) and models.py build on the same base without importing each other.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema, model_validator
 
 # --- rules shared by the CRD (CEL) and the models (Python) ---------------------------------
 
@@ -90,3 +91,31 @@ class StrictSpec(BaseModel):
                 if rule.holds_on_update is not None and not rule.holds_on_update(self, old)
             ]
         )
+
+
+# --- constrained strings shared by the kinds ----------------------------------------------
+
+
+def constrained(what: str, regex: str, max_length: int, hint: str) -> Any:
+    """A string type checked by one regular expression, here and in the CRD alike.
+
+    The API server (Go's RE2) and Python agree on these simple expressions; Python's
+    ``fullmatch`` is used because ``$`` in Python also matches before a final newline.
+    """
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if len(value) > max_length or not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid {what}: {hint}")
+        return value
+
+    schema = {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": regex}
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
+
+
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+SecretName = constrained(
+    "Secret name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
+)
+"""What names a Secret, for every kind that mounts one (Router, LinkRoute, Gateway)."""
