@@ -9,7 +9,6 @@ per message in single-digit microseconds (see ../shared/reference/python-proton-
 from __future__ import annotations
 
 import contextlib
-import secrets
 import selectors
 import signal
 import socket
@@ -21,7 +20,7 @@ from typing import Any, cast
 
 from proton import Message as ProtonMessage
 
-from router import __version__, drain, inventory, sasl
+from router import __version__, attach, drain, inventory, sasl
 from router.addressing import CONTAINER_KEY, AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
@@ -132,7 +131,8 @@ class Router:
         self.gateways = Gateways(self)
         self.containers = Containers(self)
         self.fwd.local_handlers[CONTAINER_KEY] = self.containers.on_message
-        self.containers.refresh()  # this router is a container too
+        self.containers.refresh()  # this router is a container too: advertised at once
+        self.containers.tick()
         self.sel = selectors.DefaultSelector()
         self.bufs = IOBuffers()
         self.msgbuf = bytearray(64 * 1024)
@@ -462,6 +462,7 @@ class Router:
             self.fwd.large_done = False
             trim_memory()
         self.connectors.poll(now)
+        self.containers.tick()
         if self.edge is not None:
             self.edge.poll(now)
         for config_source in self.config_sources:
@@ -648,81 +649,7 @@ class Router:
             if link is not None and link.kind == "routed":
                 self.linkrouter.answered(link)
             return
-        link = self.register_link(p, conn, bool(lib.pn_link_is_receiver(p)))
-        incoming = link.incoming
-        if conn.role == "edge":
-            link.kind = "edge"  # an edge's uplink or proxy: carry the routing address along
-        if drain.refuses(self, conn.role):
-            self.refuse_attach(link, drain.DRAINING_ERROR, drain.refusal(self))
-            return
-        if conn.role == "gateway" and self.gateways.link_attached(link):
-            self.fwd.touched.add(conn)
-            return
-        if (
-            self.network is not None
-            and conn.role == "inter-router"
-            and self.network.link_attached(link)
-        ):
-            self.fwd.touched.add(conn)
-            return
-        if self.containers.attach(link) or (self.linkrouter.table and self.linkrouter.attach(link)):
-            self.fwd.touched.add(conn)
-            return
-        remote_source = lib.pn_link_remote_source(p)
-        remote_target = lib.pn_link_remote_target(p)
-        lib.pn_terminus_copy(lib.pn_link_source(p), remote_source)
-        lib.pn_terminus_copy(lib.pn_link_target(p), remote_target)
-        fwd = self.fwd
-        if incoming:
-            address = text(lib.pn_terminus_get_address(remote_target))
-            lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
-            lib.pn_link_open(p)
-            link.address = address
-            if address is None:
-                link.anonymous = True
-                fwd.credit_dirty.add(link)
-            else:
-                fwd.add_sender(link, fwd.entry(address))
-        else:
-            if lib.pn_terminus_is_dynamic(remote_source):
-                space = f"_edge/{self.id}" if self.edge is not None else f"_topo/0/{self.id}"
-                address = f"{space}/temp.{secrets.token_urlsafe(16)}"
-                local_source = lib.pn_link_source(p)
-                lib.pn_terminus_set_address(local_source, address.encode())
-                lib.pn_terminus_set_dynamic(local_source, True)
-            else:
-                # `(this router)/node` was read as `node` by Containers.attach.
-                address = link.address or text(lib.pn_terminus_get_address(remote_source))
-            mode = lib.pn_link_remote_snd_settle_mode(p)
-            lib.pn_link_set_snd_settle_mode(p, mode)
-            link.presettle = mode == lib.PN_SND_SETTLED
-            lib.pn_link_open(p)
-            link.address = address
-            if address is None:
-                self.refuse(
-                    link, "amqp:invalid-field", "a receiver needs a source address or dynamic=true"
-                )
-                return
-            fwd.add_consumer(link, fwd.entry(address))
-        log.debug(
-            "link.attached",
-            conn=conn.conn_id,
-            link=link.identity,
-            name=link.name,
-            dir="in" if incoming else "out",
-            address=link.address,
-        )
-        fwd.touched.add(conn)
-
-    def refuse_attach(self, link: Link, error: str, description: str) -> None:
-        """Answer a peer's attach as AMQP says a refusal is answered, with a null source and
-        target (not Proton's default empty terminus, which a client takes for an attached
-        anonymous link), then detach it with the error."""
-        p = link.pn
-        lib.pn_terminus_set_type(lib.pn_link_source(p), lib.PN_UNSPECIFIED)
-        lib.pn_terminus_set_type(lib.pn_link_target(p), lib.PN_UNSPECIFIED)
-        lib.pn_link_open(p)
-        self.refuse(link, error, description)
+        attach.attached(self, conn, p)
 
     def refuse(self, link: Link, error: str, description: str) -> None:
         set_condition(lib.pn_link_condition(link.pn), error, description)
@@ -891,6 +818,7 @@ class Router:
                 return
             entry: AddressEntry | None = fwd.entry(to)
             if link.kind == "gateway" and entry is not None and entry.key != CONTAINER_KEY:
+                fwd.forget_if_idle(entry)
                 self.refuse_message(
                     link, d, presettled, "amqp:not-allowed", "only (container)/node crosses"
                 )

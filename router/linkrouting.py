@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from router import attach
 from router.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule, LinkRouteTable
 from router.links import Link
@@ -208,7 +209,7 @@ class LinkRouter:
         self.flow(link)
 
     def refuse(self, link: Link, error: str, description: str) -> None:
-        self.router.refuse_attach(link, error, description)
+        attach.refuse(self.router, link, error, description)
 
     # ----- detach --------------------------------------------------------------------------
 

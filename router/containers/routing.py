@@ -76,6 +76,11 @@ class Containers:
         # (container's connection, node; None for its anonymous relay) -> our sending link
         self.senders: dict[tuple[Connection, str | None], Link] = {}
         self.link_ids = count(1)
+        # Containers' connections whose peer offered ANONYMOUS-RELAY (read once, at the Open).
+        self.relaying: set[Connection] = set()
+        # Set by refresh, acted on by tick: a thousand clients connecting at once cost one
+        # pass over the table, not a thousand.
+        self.stale = False
         # On an edge: our link reporting containers to the interior, and what it last said.
         self.up: Link | None = None
         self.up_sent: frozenset[str] | None = None
@@ -89,11 +94,14 @@ class Containers:
             return
         if self.table.connected(container, conn) or container == self.router.id:
             self.duplicate(container)
+        if ANONYMOUS_RELAY in offered(conn):
+            self.relaying.add(conn)
         self.refresh()
 
     def connection_closed(self, conn: Connection) -> None:
         for key in [key for key in self.senders if key[0] is conn]:
             del self.senders[key]
+        self.relaying.discard(conn)
         container = conn.remote_container
         if container and conn in self.table.local.get(container, ()):
             self.table.disconnected(container, conn)
@@ -123,7 +131,14 @@ class Containers:
         )
 
     def refresh(self) -> None:
-        """Advertise the containers served here, and only those."""
+        """The containers served here may have changed: advertised at the next tick."""
+        self.stale = True
+
+    def tick(self) -> None:
+        """From housekeeping: advertise the containers served here, and only those."""
+        if not self.stale:
+            return
+        self.stale = False
         network = self.router.network
         if network is None:
             self.report_up()
@@ -389,7 +404,7 @@ class Containers:
     ) -> None:
         """Hand the message to the container on `conn`: on our link to `node`, or on one
         anonymous link if it offers ANONYMOUS-RELAY."""
-        anonymous = ANONYMOUS_RELAY in offered(conn)
+        anonymous = conn in self.relaying
         key = (conn, None if anonymous else node)
         link = self.senders.get(key)
         if link is None or self.router.links.get(link.pn) is not link:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
 
+from router import attach
 from router.addressing import Kind, parse
 from router.connection import PRODUCT
 from router.containers.table import advertisable
@@ -132,7 +133,8 @@ class Gateways:
             return False
         if address is not None and parse(address, router.id).kind is Kind.CONTAINER:
             return False
-        router.refuse_attach(
+        attach.refuse(
+            router,
             link,
             NOT_ALLOWED,
             f"only (container)/node addresses cross a gateway, not {address!r}",
