@@ -81,11 +81,16 @@ def state(tmp_path: Path) -> Iterator[Path]:
     try:
         yield path
     finally:
-        with contextlib.suppress(Exception):
-            local.down(path, timeout=2)
-        for pid in routers_of(path):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        stop_all(path)
+
+
+def stop_all(state: Path) -> None:
+    """`down`, then SIGKILL whatever of the state directory still runs."""
+    with contextlib.suppress(Exception):
+        local.down(state, timeout=2)
+    for pid in routers_of(state):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def converged(state: Path) -> dict[str, Any] | None:

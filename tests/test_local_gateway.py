@@ -1,53 +1,25 @@
-"""Two `routernet up` networks joined by a Gateway resource, as a user runs them: west accepts
-gateway connections and exports its `plant-` containers, east dials it and exports `east-`
-ones; `(c)/node` traffic crosses both ways and what west does not export stays out of reach."""
+"""Two `routernet up` networks joined by a Gateway resource, as a user runs them: the files
+of examples/gateway/. West accepts gateway connections and exports its `branch-` containers;
+east dials it, exports head-office and picks containers for `()/node` by its rules. Traffic
+crosses both ways; what west does not export stays out of reach."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clients import ACCEPTED, RELEASED, World
-from router_operator import local
+from proton import Message
 from test_containers import anonymous_send, containers
 from test_linkroute import FakeBroker
-from test_local_backend import routernet, routers_of
+from test_local_backend import routernet, stop_all
 
 pytestmark = pytest.mark.network
 
-WEST = """\
-apiVersion: routernet.io/v1alpha1
-kind: Router
-metadata: {name: west}
-spec: {replicas: 1}
----
-apiVersion: routernet.io/v1alpha1
-kind: Gateway
-metadata: {name: west}
-spec:
-  export: [{prefix: plant-}]
-  listener: {router: west, port: 5673}
-"""
-
-EAST = """\
-apiVersion: routernet.io/v1alpha1
-kind: Router
-metadata: {name: east}
-spec: {replicas: 1}
----
-apiVersion: routernet.io/v1alpha1
-kind: Gateway
-metadata: {name: to-west}
-spec:
-  export: [{prefix: east-}]
-  connectors: [{name: west, router: east, host: HOST, port: PORT}]
-"""
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "gateway"
 
 
 @pytest.fixture
@@ -57,20 +29,14 @@ def world() -> Iterator[World]:
 
 
 @contextlib.contextmanager
-def network(tmp_path: Path, name: str, yaml: str) -> Iterator[str]:
-    """`routernet up` of one file; yields its output; always `down` (and SIGKILL) after."""
-    state = tmp_path / name
-    (tmp_path / f"{name}.yaml").write_text(yaml)
+def network(state: Path, file: Path) -> Iterator[str]:
+    """`routernet up` of one file; yields its output; everything stopped after."""
     try:
-        result = routernet("up", "--state-dir", str(state), str(tmp_path / f"{name}.yaml"))
+        result = routernet("up", "--state-dir", str(state), str(file))
         assert result.returncode == 0, result.stderr
         yield result.stdout
     finally:
-        with contextlib.suppress(Exception):
-            local.down(state, timeout=2)
-        for pid in routers_of(state):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        stop_all(state)
 
 
 def client_url(output: str, router: str) -> str:
@@ -79,31 +45,42 @@ def client_url(output: str, router: str) -> str:
     return found.group(1)
 
 
-def test_two_local_networks_joined_by_a_gateway(tmp_path: Path, world: World) -> None:
-    with network(tmp_path, "west", WEST) as west_out:
+def test_the_gateway_examples_join_two_local_networks(tmp_path: Path, world: World) -> None:
+    with network(tmp_path / "west", EXAMPLES / "west.yaml") as west_out:
         listener = re.search(r"gateway listeners: west-0 (\S+):(\d+)", west_out)
         assert listener, west_out
-        host, port = listener.groups()
-        east_yaml = textwrap.dedent(EAST).replace("HOST", host).replace("PORT", port)
-        with network(tmp_path, "east", east_yaml) as east_out:
+        # East as the example says to run it: its connector aimed at what west printed.
+        east_file = tmp_path / "east.yaml"
+        east_file.write_text(
+            (EXAMPLES / "east.yaml")
+            .read_text()
+            .replace("host: 127.0.0.2, port: 5673", f"host: {listener[1]}, port: {listener[2]}")
+        )
+        with network(tmp_path / "east", east_file) as east_out:
             west_url, east_url = client_url(west_out, "west-0"), client_url(east_out, "east-0")
-            plant = FakeBroker(world, west_url, container_id="plant-w")
-            secret = FakeBroker(world, west_url, container_id="secret-w")
-            app = FakeBroker(world, east_url, container_id="east-app")
+            branch = FakeBroker(world, west_url, container_id="branch-34")
+            secret = FakeBroker(world, west_url, container_id="vault")
+            office = FakeBroker(world, east_url, container_id="head-office")
 
             def known(url: str, container: str) -> bool:
                 row = containers(world, url).get(container, {})
                 return row.get("location", "unreachable") != "unreachable"
 
-            world.run_until(lambda: known(east_url, "plant-w"), timeout=20.0, what="plant-w")
-            world.run_until(lambda: known(west_url, "east-app"), timeout=20.0, what="east-app")
+            world.run_until(lambda: known(east_url, "branch-34"), timeout=20.0, what="import")
+            world.run_until(lambda: known(west_url, "head-office"), timeout=20.0, what="export")
             east_client = world.connect(east_url)
-            assert anonymous_send(east_client, "(plant-w)/orders", 2) == [ACCEPTED] * 2
+            assert anonymous_send(east_client, "(branch-34)/atm", 2) == [ACCEPTED] * 2
+            # ()/node by east's rules: branch 34 crosses to west, a report stays at home.
+            assert anonymous_send(east_client, "()/atm", 1, branch="34") == [ACCEPTED]
+            sender = east_client.sender(None)
+            world.run_until(lambda: sender.credit > 0, what="credit")
+            report = sender.send(Message(address="()/atm", subject="report.daily", body="r"))
+            world.run_until(lambda: report.settled, what="the report's outcome")
+            assert report.state == ACCEPTED
             west_client = world.connect(west_url)
-            assert anonymous_send(west_client, "(east-app)/inbox", 1) == [ACCEPTED]
-            assert [a for a, _m in plant.received] == ["orders"] * 2
-            assert [a for a, _m in app.received] == ["inbox"]
-            assert not known(east_url, "secret-w")
-            assert anonymous_send(east_client, "(secret-w)/orders", 1) == [RELEASED]
+            assert anonymous_send(west_client, "(head-office)/inbox", 1) == [ACCEPTED]
+            assert [a for a, _m in branch.received] == ["atm"] * 3
+            assert [a for a, _m in office.received] == ["atm", "inbox"]
+            assert not known(east_url, "vault")
+            assert anonymous_send(east_client, "(vault)/atm", 1) == [RELEASED]
             assert secret.received == []
-
