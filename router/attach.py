@@ -54,7 +54,8 @@ def serve(router: Router, link: Link) -> None:
     lib.pn_terminus_copy(lib.pn_link_source(p), remote_source)
     lib.pn_terminus_copy(lib.pn_link_target(p), remote_target)
     if link.incoming:
-        address = text(lib.pn_terminus_get_address(remote_target))
+        # `(this router)/node` as Containers.attach resolved it, if it did.
+        address = link.address or text(lib.pn_terminus_get_address(remote_target))
         lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
         lib.pn_link_open(p)
         link.address = address

@@ -249,6 +249,7 @@ def test_gateway_rules_pick_the_container_from_application_properties(
         "rules": [
             {"container": "plant-a", "applicationProperties": {"site": {"exact": "a"}}},
             {"container": "plant-b", "applicationProperties": {"site": {"prefix": "b"}}},
+            {"container": "B", "applicationProperties": {"site": {"exact": "router"}}},
         ]
     }
     with network(tmp_path, world, gateway=rules) as net:
@@ -271,6 +272,16 @@ def test_gateway_rules_pick_the_container_from_application_properties(
         world.run_until(lambda: link.state & link.REMOTE_ACTIVE, what="the attach answered")
         assert ("by-props", "control", True) in plant_a.attaches
         assert not link.state & link.REMOTE_CLOSED
+        # Resolved to the router the client is on: the link ends there, its messages for that
+        # router's consumers of the node.
+        on_b = world.connect(net.b.url)
+        consumer = on_b.receiver("control")
+        here = world.container.create_sender(
+            on_b.conn, "()/control", name="to-b", options=LinkProperties({"site": "router"})
+        )
+        world.run_until(lambda: here.credit > 0, what="credit for the local consumer")
+        here.send(Message(body="local"))
+        world.run_until(lambda: consumer.bodies == ["local"], what="the local consumer")
 
 
 def test_replies_find_the_requester_by_its_container(tmp_path: Path, world: World) -> None:

@@ -287,8 +287,9 @@ class Containers:
             return True
         if container == me:
             # Ends here: a receiver consumes `node` here; a sender's messages keep the
-            # container form, whose handler delivers to this router's consumers only.
-            link.address = address if link.incoming else node
+            # container form (resolved, if it was `()`), whose handler delivers to this
+            # router's consumers only.
+            link.address = (there or address) if link.incoming else node
             return False
         where = self.locate(container)
         if isinstance(where, Here):
