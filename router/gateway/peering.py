@@ -155,8 +155,9 @@ class Gateways:
         offer = frozenset(c for c in native if advertisable(c) and self.exports(c))
         for peer in self.peers.values():
             link = peer.exports
-            if offer == peer.sent or link is None:
+            if offer == peer.sent or not self.live(link):
                 continue
+            assert link is not None
             peer.sent = offer
             message = ProtonMessage(body={"containers": sorted(offer)})
             self.router.send_control(link, bytes(message.encode()))
@@ -201,7 +202,13 @@ class Gateways:
         """Send `msg` (its address `(c)/node`) across gateway connection `conn`."""
         peer = self.peers.get(conn)
         forwarder = self.router.fwd
-        if peer is None or peer.data is None or (origin is not None and origin.conn is conn):
+        link = peer.data if peer is not None else None
+        if link is None or not self.live(link) or (origin is not None and origin.conn is conn):
             forwarder.drop(fwd)
             return
-        forwarder.deliver(peer.data, msg, fwd, origin)
+        forwarder.deliver(link, msg, fwd, origin)
+
+    def live(self, link: Link | None) -> bool:
+        """Whether our link is still attached: the other side may have detached it (a
+        draining router refuses new links), after which Proton has freed it."""
+        return link is not None and self.router.links.get(link.pn) is link
