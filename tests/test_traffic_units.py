@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -342,6 +343,14 @@ def test_rebalance_moves_only_the_difference() -> None:
     assert rebalance(current, Counter(current)) == (Counter(), Counter())
 
 
+def wait_exec(pid: int, marker: str) -> None:
+    """Until the child has exec'd (before that, its command line is still ours)."""
+    deadline = time.monotonic() + 5.0
+    while marker.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, f"process {pid} did not start"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Iterator[Path]:
     """A state directory of two Routers: core-0 and core-1 'running' (a sleeping process with
@@ -366,6 +375,7 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
             proc = subprocess.Popen([sys.executable, "-c", sleep, "--config", str(config)])
             procs.append(proc)
             (state / "pids" / f"{name}.pid").write_text(str(proc.pid))
+            wait_exec(proc.pid, str(config))
         else:
             (state / "pids" / f"{name}.pid").write_text(str(1_000_000 + i))
     local.State(pods=pods).save(state)
