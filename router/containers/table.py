@@ -23,8 +23,8 @@ from dataclasses import dataclass
 # `(id)/node` toward the router that has it, as it does for a route-container's prefixes.
 _KEY_CLASSES = ("C", "D")
 # Characters that would make the advertised prefix mean something else to Dispatch's parse tree
-# (wildcards) or to the grammar (parentheses).
-_UNADVERTISABLE = frozenset("()*#")
+# (wildcards), or that no `(container)/node` address can hold (router/addressing/uri.py).
+_UNADVERTISABLE = frozenset("()*#/")
 
 
 def keys(container: str) -> tuple[str, str]:

@@ -9,7 +9,9 @@ endpoint in front of a network, the container names what lies behind it):
   of the gateway config), in a message on a link to the reserved node `$routernet.gateway`,
   sent again whenever that set changes. What one side imports it advertises into its own
   network like a container connected to it, so every router there routes toward the gateway.
-  Imported containers are never exported again: nothing transits, nothing loops.
+  A router never exports again what it imports, so two networks cannot loop a container
+  between them; with gateway connections on several routers of one network, what one imports
+  the others see as the network's own, so `export` should name the network's own containers.
 - The config's `containers` table names containers reached through a connector by hand (the
   seed's simple case), whatever the other side says. The other side need not be a router: a
   broker dialled by a gateway connector and named in the table by its own container-id is
