@@ -160,11 +160,15 @@ def test_a_container_offering_anonymous_relay_gets_messages_on_its_anonymous_ter
 
 
 class LinkProperties(SenderOption):  # type: ignore[misc]
-    def __init__(self, properties: dict[str, Any]) -> None:
+    def __init__(self, properties: dict[str, Any], on_target: bool = False) -> None:
         self.properties = properties
+        self.on_target = on_target
 
     def apply(self, sender: Any) -> None:
-        sender.properties = self.properties
+        if self.on_target:  # the target terminus's node properties
+            sender.target.properties.put_dict(self.properties)
+        else:
+            sender.properties = self.properties
 
 
 def test_unknown_container_is_not_found(tmp_path: Path, world: World) -> None:
@@ -272,6 +276,14 @@ def test_gateway_rules_pick_the_container_from_application_properties(
         world.run_until(lambda: link.state & link.REMOTE_ACTIVE, what="the attach answered")
         assert ("by-props", "control", True) in plant_a.attaches
         assert not link.state & link.REMOTE_CLOSED
+        on_target = world.container.create_sender(
+            client.conn,
+            "()/control",
+            name="by-target",
+            options=LinkProperties({"site": "b-south"}, on_target=True),
+        )
+        world.run_until(lambda: on_target.state & on_target.REMOTE_ACTIVE, what="the attach")
+        assert ("by-target", "control", True) in plant_b.attaches
         # Resolved to the router the client is on: the link ends there, its messages for that
         # router's consumers of the node.
         on_b = world.connect(net.b.url)

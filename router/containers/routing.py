@@ -270,15 +270,20 @@ class Containers:
         there = None  # the address beyond this router: changed only when `()` is resolved
         if not container:
             user = text(lib.pn_transport_get_user(link.conn.transport))
-            properties = data_get(lib.pn_link_remote_properties(p))
-            facts = link_facts(node, properties if isinstance(properties, dict) else None, user)
+            # The terminus's node properties, then the attach's link properties over them.
+            properties: dict[Any, Any] = {}
+            for found in (lib.pn_terminus_properties(terminus), lib.pn_link_remote_properties(p)):
+                value = data_get(found)
+                if isinstance(value, dict):
+                    properties.update(value)
+            facts = link_facts(node, properties, user)
             container = resolve(self.router.config.gateway, facts) or ""
             if not container:
                 linkrouter.refuse(
                     link,
                     NOT_FOUND,
                     f"no gateway rule picks a container for {address!r} from this link's"
-                    " properties, and there is no default container",
+                    " (or its terminus's) properties, and there is no default container",
                 )
                 return True
             there = f"({container})/{node}"
