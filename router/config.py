@@ -31,6 +31,7 @@ from pydantic_core import ErrorDetails
 from router.addressing import rule_tokens
 from router.configbase import Strict, check_pattern, check_prefix
 from router.gateway.config import Gateway
+from router.nodes.config import NodeSettings, StoreSettings
 from router.telemetry.config import Telemetry, check_not_reserved
 
 AMQP_PORT = 5672
@@ -591,6 +592,11 @@ class Address(Strict):
     priority: int = Field(
         default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps the message's."
     )
+    node: NodeSettings | None = Field(
+        default=None,
+        description="A queue or topic the network stores for each address matched"
+        " (router/nodes/); absent: routed to consumers as they are.",
+    )
 
     _prefix = field_validator("prefix")(check_prefix)
     _pattern = field_validator("pattern")(check_pattern)
@@ -813,6 +819,19 @@ class RouterConfig(Strict):
     linkRoutes: list[LinkRoute] = Field(default_factory=list)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     gateway: Gateway = Field(default_factory=Gateway)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+
+    @model_validator(mode="after")
+    def _store_for_nodes(self) -> Self:
+        me = self.router.id
+        for address in self.addresses:
+            node = address.node
+            if node is not None and (not node.hosts or me in node.hosts) and not self.store.path:
+                raise ValueError(
+                    f"address {address.key} has nodes hosted on this router ({me}):"
+                    " store.path must say where their messages are kept"
+                )
+        return self
 
     @model_validator(mode="after")
     def _no_duplicates(self) -> Self:

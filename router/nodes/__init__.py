@@ -1,0 +1,5 @@
+"""Queues and topics the network hosts (seed 002): the network takes responsibility for messages.
+
+config.py says what an address's `node` is; placement.py which router stores each node; the
+store (router/store/) keeps their messages on disk.
+"""
