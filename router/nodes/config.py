@@ -28,6 +28,7 @@ from typing import Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from router.configbase import Strict
+from router.nodes.selector import compile_selector
 
 NodeType = Literal["queue", "topic"]
 AtLimit = Literal["block", "reject"]
@@ -60,6 +61,14 @@ class Binding(Strict):
     )
 
     _address = field_validator("address")(_address)
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, value: str | None) -> str | None:
+        """A selector outside the grammar fails the configuration, not every message later."""
+        if value is not None:
+            compile_selector(value)
+        return value
 
 
 class NodeSettings(Strict):
