@@ -1,0 +1,193 @@
+"""The store's on-disk format, defined once: what a reader in any language needs.
+
+A store is a directory:
+
+* `lock`: holds an exclusive `flock` while a router has the store open (and its pid, as text).
+* `nodes.json`: the hosted nodes, `{"<node name>": {<properties>}}`, replaced atomically.
+* `NNNNNNNN.log`: the segments of one append-only log, `NNNNNNNN` the segment's sequence number
+  in decimal, zero-padded to 8 digits, starting at 00000001. Read them in ascending order: the
+  log is their concatenation, and a later record overrides an earlier one.
+
+All integers are big-endian (network order, as in AMQP); floats are IEEE 754 binary64.
+
+A segment starts with a 16-byte header:
+
+    offset 0   8 bytes  magic and version, the ASCII bytes `RNSTORE1`
+    offset 8   u64      the message id the writer would have given next when it created the
+                        segment: ids only grow, so this keeps them growing after every older
+                        segment is deleted (a reader may ignore it)
+
+then records, back to back, to the end of the file. A record is
+
+    u32  length of payload (the bytes after the type byte)
+    u32  CRC-32 (ISO-HDLC, as zlib.crc32) of the type byte followed by the payload
+    u8   type
+    ...  payload
+
+A record cut short by the end of the file, or whose CRC does not match, is a torn write: the
+segment ends just before it, and the writer truncates it there when it next opens the store.
+A record with a matching CRC but a type not listed below comes from a newer writer: a reader
+must refuse the store rather than skip or truncate it.
+
+Types and payloads:
+
+* 1 ENQUEUE, a message taken into a node:
+      u64  message id (unique within the store; a later ENQUEUE of the same id moves the
+           message: it replaces the earlier one, which compaction left behind)
+      u16  length n of the node name, then n bytes of UTF-8
+      u8   priority
+      f64  expiry, seconds since the Unix epoch; 0.0 for none
+      u8   durable: 1, or 0 (the writer did not wait for it to reach disk)
+      u32  delivery count
+      ...  the rest of the payload: the AMQP message exactly as received (its sections)
+* 2 SETTLE, the message left its node (consumed, expired, moved elsewhere):
+      u64  message id
+* 3 COUNT, a delivery of the message failed (released or modified with delivery-failed):
+      u64  message id
+      u32  its delivery count from now on
+
+A message is live if its last ENQUEUE is not followed by a SETTLE of its id. SETTLE and COUNT
+records of ids with no ENQUEUE before them are to be ignored: they refer to messages whose
+segment was already deleted.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+MAGIC = b"RNSTORE1"
+HEADER = struct.Struct(">8sQ")
+RECORD = struct.Struct(">IIB")
+
+ENQUEUE = 1
+SETTLE = 2
+COUNT = 3
+
+_ENQUEUE_ID = struct.Struct(">QH")
+_ENQUEUE_REST = struct.Struct(">BdBI")
+_ID = struct.Struct(">Q")
+_COUNT = struct.Struct(">QI")
+
+
+class FormatError(ValueError):
+    """Not a store this code can read: a foreign file, or one written by a newer version."""
+
+
+class Enqueue(NamedTuple):
+    """An ENQUEUE as decoded; the body is `buf[data_at:data_at + size]`, left where it is so
+    recovery does not copy every message it scans."""
+
+    id: int
+    node: str
+    priority: int
+    expiry: float | None
+    durable: bool
+    delivery_count: int
+    data_at: int
+    size: int
+
+
+class Settle(NamedTuple):
+    id: int
+
+
+class Count(NamedTuple):
+    id: int
+    delivery_count: int
+
+
+Record = Enqueue | Settle | Count
+
+
+def segment_name(segment: int) -> str:
+    return f"{segment:08d}.log"
+
+
+def segment_header(next_id: int) -> bytes:
+    return HEADER.pack(MAGIC, next_id)
+
+
+def read_segment_header(buf: bytes) -> int | None:
+    """The header's next id; None when the file is shorter than a header (a crash as it was
+    created). Raises FormatError when the file is not a segment of this version."""
+    if len(buf) < HEADER.size:
+        if not MAGIC.startswith(buf[: len(MAGIC)]):
+            raise FormatError("not a routernet store segment")
+        return None
+    magic, next_id = HEADER.unpack_from(buf)
+    if magic != MAGIC:
+        raise FormatError(f"not a segment this version reads (header {magic!r})")
+    return int(next_id)
+
+
+def _record(kind: int, payload: bytes) -> bytes:
+    crc = zlib.crc32(payload, zlib.crc32(bytes((kind,))))
+    return RECORD.pack(len(payload), crc, kind) + payload
+
+
+def encode_enqueue(
+    id: int,
+    node: str,
+    priority: int,
+    expiry: float | None,
+    durable: bool,
+    delivery_count: int,
+    data: bytes,
+) -> bytes:
+    """The record; its last `len(data)` bytes are the message, where the store reads it back."""
+    name = node.encode()
+    payload = b"".join(
+        (
+            _ENQUEUE_ID.pack(id, len(name)),
+            name,
+            _ENQUEUE_REST.pack(priority, expiry or 0.0, durable, delivery_count),
+            data,
+        )
+    )
+    return _record(ENQUEUE, payload)
+
+
+def encode_settle(id: int) -> bytes:
+    return _record(SETTLE, _ID.pack(id))
+
+
+def encode_count(id: int, delivery_count: int) -> bytes:
+    return _record(COUNT, _COUNT.pack(id, delivery_count))
+
+
+def decode(buf: bytes, at: int) -> tuple[Record, int] | None:
+    """The record at `at` and the offset after it; None at the end of the segment or at a torn
+    or corrupt record (the segment's valid data ends at `at`)."""
+    end = len(buf)
+    if at + RECORD.size > end:
+        return None
+    length, crc, kind = RECORD.unpack_from(buf, at)
+    start = at + RECORD.size
+    after = start + length
+    if after > end:
+        return None
+    view = memoryview(buf)
+    if zlib.crc32(view[start:after], zlib.crc32(view[at + 8 : at + 9])) != crc:
+        return None
+    try:
+        if kind == ENQUEUE:
+            id, n = _ENQUEUE_ID.unpack_from(buf, start)
+            name_at = start + _ENQUEUE_ID.size
+            rest = name_at + n
+            priority, expiry, durable, count = _ENQUEUE_REST.unpack_from(buf, rest)
+            data_at = rest + _ENQUEUE_REST.size
+            if data_at > after:
+                raise FormatError(f"ENQUEUE record at {at} overruns its length")
+            node = bytes(view[name_at:rest]).decode()
+            return Enqueue(
+                id, node, priority, expiry or None, bool(durable), count, data_at, after - data_at
+            ), after
+        if kind == SETTLE and length == _ID.size:
+            return Settle(_ID.unpack_from(buf, start)[0]), after
+        if kind == COUNT and length == _COUNT.size:
+            return Count(*_COUNT.unpack_from(buf, start)), after
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise FormatError(f"malformed record at {at}: {exc}") from exc
+    raise FormatError(f"record at {at} has type {kind} and length {length}: not this version's")
