@@ -4,11 +4,14 @@ it, the Router's store as a PVC per pod (render), from the CRD objects (adapter)
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-from router_operator import adapter
+from router_operator import adapter, local, local_cli
+from router_operator.local_files import InvalidInput, plan_files
 from router_operator.nodes import STORE_PATH, NodeDecl, StoreDecl
 from router_operator.planner import AddressDecl, NamespacePlan, RouterDecl, plan_namespace
 from router_operator.render import render_router
@@ -177,3 +180,151 @@ def test_a_router_without_store_renders_as_before() -> None:
     assert "volumeClaimTemplates" not in sts["spec"]
     assert "fsGroup" not in sts["spec"]["template"]["spec"]["securityContext"]
     assert _statefulset(p, "core") == _statefulset(plan(routers()), "core")
+
+
+# --- the local backend --------------------------------------------------------------------------
+
+FILES = """\
+apiVersion: routernet.io/v1alpha1
+kind: Router
+metadata: {name: hub}
+spec: {replicas: 2, store: {}}
+---
+apiVersion: routernet.io/v1alpha1
+kind: Router
+metadata: {name: core}
+---
+apiVersion: routernet.io/v1alpha1
+kind: Address
+metadata: {name: jobs}
+spec:
+  prefix: jobs
+  node: {type: queue, router: hub, deadLetterAddress: jobs.dlq, maxDeliveryCount: 5}
+"""
+
+
+def test_local_host_pods_store_in_the_state_directory(tmp_path: Path) -> None:
+    (tmp_path / "net.yaml").write_text(FILES)
+    planned = plan_files([str(tmp_path / "net.yaml")])
+    pods = planned.plan.pods()
+    hosts = {name: f"127.0.0.{i}" for i, name in enumerate(sorted(pods), 2)}
+    dns = {pod.host: hosts[name] for name, pod in pods.items()}
+    state = tmp_path / "state"
+    written = {
+        name: local.local_config(pod, hosts[name], dns, state_dir=state)
+        for name, pod in pods.items()
+    }
+    assert written["hub-0"]["store"] == {"path": str(state / "store" / "hub-0")}
+    assert written["hub-1"]["store"] == {"path": str(state / "store" / "hub-1")}
+    assert "store" not in written["core-0"]
+    for config in written.values():
+        (jobs_entry,) = config["addresses"]
+        assert jobs_entry["node"]["hosts"] == ["hub-0", "hub-1"]
+
+
+def test_local_an_address_on_a_router_without_store_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "net.yaml").write_text(FILES.replace("router: hub", "router: core"))
+    with pytest.raises(InvalidInput) as caught:
+        plan_files([str(tmp_path / "net.yaml")])
+    assert "Address 'jobs': node.router 'core' has no spec.store" in str(caught.value)
+
+
+def test_local_store_cannot_be_added_to_a_running_router(tmp_path: Path) -> None:
+    """As on Kubernetes (the CRD's transition rule), since a StatefulSet's could not."""
+    first = tmp_path / "first.yaml"
+    first.write_text(FILES.replace(", store: {}", "").split("---")[0])
+    applied = plan_files([str(first)])
+    stored = {"Router": {d.name: d.stored() for d in applied.declared}}
+    second = tmp_path / "second.yaml"
+    second.write_text(FILES.split("---")[0])
+    with pytest.raises(InvalidInput, match="store is immutable"):
+        plan_files([str(second)], stored)
+
+
+def _node_row(name: str, router: str, depth: int, **more: Any) -> dict[str, Any]:
+    row = dict.fromkeys(local.HOSTED_NODE_ATTRIBUTES, 0)
+    return row | {"name": name, "nodeType": "queue", "router": router, "depth": depth} | more
+
+
+def test_status_lists_every_hosted_node_with_its_router_and_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake management answers: hub-0 hosts two nodes, hub-1 one, core-0 (an older router,
+    say) does not know the type, which management_query leaves out of its answer."""
+    record = {
+        "router": "hub",
+        "network": "default",
+        "mode": "interior",
+        "host": "127.0.0.2",
+        "ports": [5672],
+        "clientEndpoints": ["127.0.0.2:5672"],
+        "routeContainerEndpoints": [],
+    }
+    pods = {
+        "hub-0": record,
+        "hub-1": record | {"clientEndpoints": ["127.0.0.3:5672"]},
+        "core-0": record | {"router": "core", "clientEndpoints": ["127.0.0.4:5672"]},
+    }
+    local.State(pods=pods).save(tmp_path)
+    answers = {
+        "127.0.0.2:5672": [_node_row("jobs.b", "hub-0", 3), _node_row("jobs.a", "hub-0", 0)],
+        "127.0.0.3:5672": [_node_row("news", "hub-1", 12, nodeType="topic", consumers=2)],
+    }
+    asked: list[tuple[str, frozenset[str]]] = []
+
+    def query(
+        endpoint: str, entities: Any, timeout: float, optional: Any = ()
+    ) -> dict[str, list[dict[str, Any]]]:
+        asked.append((endpoint, frozenset(optional)))
+        rows: dict[str, list[dict[str, Any]]] = {"connection": [], "router.node": []}
+        rows["router.address"] = []
+        if endpoint in answers:
+            rows[local.NODE_ENTITY] = answers[endpoint]
+        return rows
+
+    monkeypatch.setattr(local, "running_pid", lambda state_dir, pod: 4242)
+    monkeypatch.setattr(local, "management_query", query)
+    report = local.status(tmp_path)
+    assert report is not None
+    assert all(r["error"] is None for r in report["routers"])
+    assert {optional for _, optional in asked} == {frozenset({local.NODE_ENTITY})}
+    assert [(n["name"], n["type"], n["router"], n["depth"]) for n in report["nodes"]] == [
+        ("jobs.a", "queue", "hub-0", 0),
+        ("jobs.b", "queue", "hub-0", 3),
+        ("news", "topic", "hub-1", 12),
+    ]
+    assert set(report["nodes"][0]) == {
+        "name",
+        "type",
+        "router",
+        *local.HOSTED_NODE_ATTRIBUTES[3:],
+    }
+    json.dumps(report)  # what --json prints
+    table = local_cli.format_status(report).split("\n\n")[-1].splitlines()
+    assert table[0].split() == ["NODE", "TYPE", "ROUTER", "DEPTH", "CONSUMERS"]
+    assert [line.split() for line in table[1:]] == [
+        ["jobs.a", "queue", "hub-0", "0", "0"],
+        ["jobs.b", "queue", "hub-0", "3", "0"],
+        ["news", "topic", "hub-1", "12", "2"],
+    ]
+
+
+def test_no_nodes_no_table() -> None:
+    report = {
+        "namespace": "default",
+        "stateDir": "/state",
+        "routers": [],
+        "addresses": [{"key": "prefix:jobs", "distribution": "balanced"}],
+        "linkRoutes": [],
+        "collectors": [],
+        "autoscaler": {"routers": {}, "running": False},
+        "nodes": [],
+    }
+    assert "NODE" not in local_cli.format_status(report)
+    report["addresses"][0]["node"] = {"hosts": ["hub-0", "hub-1"]}
+    assert "prefix:jobs balanced, queues on hub-0 hub-1" in local_cli.format_status(report)
+
+
+def test_routernet_node_types_are_asked_by_their_full_name() -> None:
+    assert local._entity_type(local.NODE_ENTITY) == "io.routernet.node"
+    assert local._entity_type("router.address") == "org.apache.qpid.dispatch.router.address"
