@@ -11,6 +11,7 @@ from router_operator import local
 from router_operator.local_files import InvalidInput, Planned, plan_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+STATE = Path("/state")
 
 LINK_ROUTES = """\
 apiVersion: routernet.io/v1alpha1
@@ -39,7 +40,9 @@ def configs(result: Planned) -> dict[str, dict[str, object]]:
     pods = [pod for pod in result.plan.pods().values() if pod.config is not None]
     hosts = {pod.name: f"127.0.0.{i}" for i, pod in enumerate(pods, 2)}
     dns = {pod.host: hosts[pod.name] for pod in pods}
-    return {pod.name: local.local_config(pod, hosts[pod.name], dns) for pod in pods}
+    return {
+        pod.name: local.local_config(pod, hosts[pod.name], dns, state_dir=STATE) for pod in pods
+    }
 
 
 def test_link_routes_go_into_the_local_configs(tmp_path: Path) -> None:
@@ -226,7 +229,9 @@ def network_configs(tmp_path: Path, name: str, text: str, first: int) -> dict[st
     pods = [pod for pod in result.plan.pods().values() if pod.config is not None]
     hosts = {pod.name: f"127.0.0.{i}" for i, pod in enumerate(pods, first)}
     dns = {pod.host: hosts[pod.name] for pod in pods}
-    return {pod.name: local.local_config(pod, hosts[pod.name], dns) for pod in pods}
+    return {
+        pod.name: local.local_config(pod, hosts[pod.name], dns, state_dir=STATE) for pod in pods
+    }
 
 
 def test_two_networks_joined_by_a_gateway(tmp_path: Path) -> None:

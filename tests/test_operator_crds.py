@@ -372,6 +372,8 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
         ),
     ),
     (Router, router(name="a" * 45)),
+    (Router, router({"store": {}})),
+    (Router, router({"store": {"size": "20Gi", "storageClassName": "fast-ssd"}})),
     (Address, address({"prefix": "orders"})),
     (Address, address({"prefix": "orders/eu.north", "distribution": "closest", "priority": 9})),
     (Address, address({"pattern": "sensors.*.temp", "distribution": "multicast"})),
@@ -388,6 +390,38 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
         ),
     ),
     (Address, address({"prefix": "x", "undeliverable": {"action": "drop"}, "priority": -1})),
+    (Address, address({"prefix": "jobs", "node": {"router": "hub"}})),
+    (
+        Address,
+        address(
+            {
+                "pattern": "jobs.*",
+                "node": {
+                    "type": "queue",
+                    "router": "hub",
+                    "deadLetterAddress": "jobs.dlq",
+                    "maxDeliveryCount": 5,
+                    "maxDepth": 100000,
+                    "maxBytes": 1048576,
+                    "atLimit": "reject",
+                    "visibility": "inbound",
+                    "bindings": [
+                        {"address": "audit", "mode": "copy", "subject": "eu.#"},
+                        {"address": "jobs.eu", "mode": "move", "selector": "region = 'eu'"},
+                    ],
+                },
+            }
+        ),
+    ),
+    (
+        Address,
+        address(
+            {
+                "prefix": "news",
+                "node": {"type": "topic", "router": "hub", "bindings": [{"address": "x"}]},
+            }
+        ),
+    ),
     (LinkRoute, link_route({"prefix": "queue", "containerId": "broker-0"})),
     (
         LinkRoute,
@@ -541,6 +575,9 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
     (Router, router(name="a" * 46), None),
     (Router, router(name="9lives"), None),
     (Router, router(name="with.dot"), None),
+    (Router, router({"store": {"size": "-1Gi"}}), None),
+    (Router, router({"store": {"size": 1024}}), None),
+    (Router, router({"store": {"storageClassName": "Fast_SSD"}}), None),
     (Address, address({}), "exactly one of prefix or pattern is required"),
     (Address, address({"prefix": "a", "pattern": "b"}), "exactly one of prefix or pattern"),
     (Address, address({"network": "default"}), "exactly one of prefix or pattern"),
@@ -582,6 +619,35 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
         None,
     ),
     (Address, address({"prefix": "a", "undeliverable": {"action": "bounce"}}), None),
+    (Address, address({"prefix": "a", "node": {}}), None),
+    (Address, address({"prefix": "a", "node": {"router": "Hub"}}), None),
+    (Address, address({"prefix": "a", "node": {"router": "hub", "type": "stream"}}), None),
+    (Address, address({"prefix": "a", "node": {"router": "hub", "maxDepth": 0}}), None),
+    (
+        Address,
+        address({"prefix": "a", "node": {"router": "hub", "deadLetterAddress": "a b"}}),
+        None,
+    ),
+    (Address, address({"prefix": "a", "node": {"router": "hub", "atLimit": "drop"}}), None),
+    (
+        Address,
+        address({"prefix": "a", "node": {"router": "hub", "bindings": [{"address": ""}]}}),
+        None,
+    ),
+    (
+        Address,
+        address(
+            {
+                "prefix": "a",
+                "node": {
+                    "type": "topic",
+                    "router": "hub",
+                    "bindings": [{"address": "b", "mode": "move"}],
+                },
+            }
+        ),
+        "a topic routes a copy to every binding: mode move is for queues",
+    ),
     (LinkRoute, link_route({"prefix": "q"}), "exactly one of containerId or connection"),
     (
         LinkRoute,
@@ -746,6 +812,75 @@ def test_prefix_and_pattern_are_immutable(
     else:
         assert phrase in [f.message.split(":")[0] for f in failures]
         with pytest.raises(ValueError, match=phrase):
+            new_spec.check_update(old_spec)
+
+
+@needs_cel
+@pytest.mark.parametrize(
+    ("old", "new", "phrase"),
+    [
+        ({"prefix": "a"}, {"prefix": "a", "node": {"router": "hub"}}, None),
+        ({"prefix": "a", "node": {"router": "hub"}}, {"prefix": "a"}, None),
+        (
+            {"prefix": "a", "node": {"router": "hub"}},
+            {"prefix": "a", "node": {"router": "other", "maxDepth": 9}},
+            None,
+        ),
+        (
+            {"prefix": "a", "node": {"router": "hub"}},
+            {"prefix": "a", "node": {"router": "hub", "type": "queue"}},
+            None,
+        ),
+        (
+            {"prefix": "a", "node": {"router": "hub"}},
+            {"prefix": "a", "node": {"router": "hub", "type": "topic"}},
+            "node.type is immutable",
+        ),
+        (
+            {"prefix": "a", "node": {"type": "topic", "router": "hub"}},
+            {"prefix": "a", "node": {"router": "hub"}},
+            "node.type is immutable",
+        ),
+    ],
+)
+def test_a_nodes_type_is_immutable_its_router_is_not(
+    old: dict[str, Any], new: dict[str, Any], phrase: str | None
+) -> None:
+    failures = api_server_failures(schema(Address), address(new), old=address(old))
+    old_spec, new_spec = AddressSpec.model_validate(old), AddressSpec.model_validate(new)
+    if phrase is None:
+        assert failures == []
+        new_spec.check_update(old_spec)
+    else:
+        assert phrase in [f.message.split(":")[0] for f in failures]
+        with pytest.raises(ValueError, match=phrase):
+            new_spec.check_update(old_spec)
+
+
+@needs_cel
+@pytest.mark.parametrize(
+    ("old", "new", "allowed"),
+    [
+        ({}, {"replicas": 3}, True),
+        ({"store": {}}, {"store": {"size": "1Gi"}, "replicas": 2}, True),
+        ({}, {"store": {}}, False),
+        ({"store": {}}, {}, False),
+        ({"store": {"size": "1Gi"}}, {"store": {"size": "2Gi"}}, False),
+        ({"store": {}}, {"store": {"storageClassName": "fast"}}, False),
+    ],
+)
+def test_a_routers_store_is_immutable(
+    old: dict[str, Any], new: dict[str, Any], allowed: bool
+) -> None:
+    """A StatefulSet's volumeClaimTemplates cannot change, so neither can what renders them."""
+    failures = api_server_failures(schema(Router), router(new), old=router(old))
+    old_spec, new_spec = RouterSpec.model_validate(old), RouterSpec.model_validate(new)
+    if allowed:
+        assert failures == []
+        new_spec.check_update(old_spec)
+    else:
+        assert "store is immutable" in [f.message.split(" (")[0] for f in failures]
+        with pytest.raises(ValueError, match="store is immutable"):
             new_spec.check_update(old_spec)
 
 

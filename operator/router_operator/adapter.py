@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from router.config import Address as RouterAddress
 from router.gateway.config import Gateway as RouterGateway
+from router.nodes.config import NodeSettings
 from router_operator.gateway import (
     ConnectorTlsDecl,
     GatewayConnectorDecl,
@@ -57,6 +58,7 @@ from router_operator.models import (
     RouterStatus,
     is_paused,
 )
+from router_operator.nodes import NodeDecl, StoreDecl, node_decl
 from router_operator.planner import (
     BLOCKING,
     AddressDecl,
@@ -205,6 +207,9 @@ def router_decl(parsed: Parsed, default_image: str) -> RouterDecl:
         resources=spec.resources.model_dump(exclude_none=True),
         pod_template=spec.podTemplate.model_dump(exclude_none=True) if spec.podTemplate else None,
         generation=parsed.generation or 0,
+        store=None
+        if spec.store is None
+        else StoreDecl(spec.store.size, spec.store.storageClassName),
     )
 
 
@@ -222,6 +227,8 @@ def topology_decl(parsed: Parsed) -> RouterDecl:
         role=role if role in ("interior", "edge") else "interior",
         network=network if isinstance(network, str) else DEFAULT_NETWORK,
         generation=parsed.generation or 0,
+        # Its pods keep their volumes (store is immutable): the nodes they host stay there.
+        store=StoreDecl() if isinstance(spec.get("store"), Mapping) else None,
     )
 
 
@@ -241,6 +248,7 @@ def address_decl(parsed: Parsed) -> AddressDecl:
         priority=spec.priority,
         creation_timestamp=parsed.creation_timestamp,
         generation=parsed.generation or 0,
+        node=None if spec.node is None else node_decl(spec.node),
     )
 
 
@@ -271,7 +279,18 @@ def frozen_address_decl(parsed: Parsed, entry: Mapping[str, Any]) -> AddressDecl
         priority=applied.priority,
         creation_timestamp=parsed.creation_timestamp,
         generation=parsed.generation or 0,
+        node=None if applied.node is None else _frozen_node(applied.node),
     )
+
+
+def _frozen_node(node: NodeSettings) -> NodeDecl:
+    """A paused Address's node as applied: its settings, on the Router whose pods its hosts
+    are (``<router>-<ordinal>``); the hosts themselves follow that Router's replicas, as they
+    would for any Address. Hosts that name no pod make a Router no network has, so the Address
+    is then a problem rather than folded without its node."""
+    routers = {host.rpartition("-")[0] for host in node.hosts}
+    router = routers.pop() if len(routers) == 1 else ""
+    return NodeDecl(router, node.model_copy(update={"hosts": []}))
 
 
 def link_route_decl(parsed: Parsed) -> LinkRouteDecl:

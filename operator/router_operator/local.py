@@ -20,6 +20,10 @@ The same models validate the files (models.py) and the same planner computes the
   routers apply in place (router/reconfigure.py: addresses, link routes, connectors,
   listeners); pods that appear are started, pods that disappear stopped, and only a pod whose
   mode changes (interior <-> edge, which no router applies live) is restarted.
+- A pod of a Router with ``store`` keeps the messages of the nodes it hosts in
+  ``<state>/store/<pod>/`` (its PersistentVolumeClaim on Kubernetes). Nothing removes it, not
+  ``down`` and not a pod going away (a StatefulSet keeps its PVCs too): a later ``up`` finds the
+  messages there; deleting the directory by hand discards them.
 - Invalid files change nothing: every file is read, validated and planned (local_files.py)
   before the first config is written; problems come back as one line each, naming the file,
   the object and the field (`InvalidInput`).
@@ -46,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,10 +127,13 @@ class LocalPod:
         }
 
 
-def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str, Any]:
+def local_config(
+    pod: PodPlan, host: str, hosts: Mapping[str, str], *, state_dir: Path
+) -> dict[str, Any]:
     """The pod's config with its listeners on ``host`` and its connectors dialling the peers'
-    loopback addresses (``hosts``: the planner's DNS name -> address), validated as the router
-    will load it. Attributes left at their defaults are left out, for a readable file."""
+    loopback addresses (``hosts``: the planner's DNS name -> address), its store (if its Router
+    has one) in ``state_dir``, validated as the router will load it. Attributes left at their
+    defaults are left out, for a readable file."""
     config = _config(pod)
     listeners = []
     for lsn in config.listeners:
@@ -165,6 +172,9 @@ def local_config(pod: PodPlan, host: str, hosts: Mapping[str, str]) -> dict[str,
         telemetry["http"] = {"host": host, "port": config.telemetry.http.port}
     if telemetry:
         data["telemetry"] = telemetry
+    if config.store.path is not None:
+        store = config.store.model_dump(mode="json", exclude_defaults=True)
+        data["store"] = {**store, "path": str(store_path(state_dir, pod.name))}
     RouterConfig.model_validate(data)
     return data
 
@@ -265,6 +275,11 @@ class State:
 
 def config_path(state_dir: Path, pod: str) -> Path:
     return state_dir / "config" / f"{pod}.json"
+
+
+def store_path(state_dir: Path, pod: str) -> Path:
+    """Where a pod keeps the messages of the nodes it hosts; kept by ``down``."""
+    return state_dir / "store" / pod
 
 
 def log_path(state_dir: Path, pod: str) -> Path:
@@ -508,7 +523,7 @@ def _run(
             plan.router(pod.router).network,
             pod.role,
             hosts[pod.name],
-            local_config(pod, hosts[pod.name], dns),
+            local_config(pod, hosts[pod.name], dns, state_dir=state_dir),
         )
         for pod in wanted
     ]
@@ -538,6 +553,8 @@ def _run(
     for pod in pods:
         path = config_path(state_dir, pod.name)
         old_config = _read_json(path)
+        if "store" in pod.config:
+            Path(pod.config["store"]["path"]).mkdir(parents=True, exist_ok=True)
         if old_config != pod.config:
             _write_atomically(path, json.dumps(pod.config, indent=2) + "\n")
         if pod.name in running and pod.name not in restart:
@@ -732,6 +749,22 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
 CONNECTION_ATTRIBUTES = ["identity", "container", "role", "dir", "host"]
 LINK_ATTRIBUTES = ["name", "linkDir", "connectionId"]
 NODE_ATTRIBUTES = ["id", "nextHop", "cost"]
+NODE_ENTITY = "io.routernet.node"
+"""The queues and topics a router hosts (router/nodes/): only their host lists them."""
+HOSTED_NODE_ATTRIBUTES = [
+    "name",
+    "nodeType",
+    "router",
+    "depth",
+    "bytes",
+    "consumers",
+    "producers",
+    "enqueued",
+    "dequeued",
+    "deadLettered",
+    "expired",
+    "durable",
+]
 ADDRESS_ATTRIBUTES = [
     "key",
     "distribution",
@@ -751,6 +784,7 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
     if state is None:
         return None
     routers = []
+    nodes: list[dict[str, Any]] = []
     for name, record in sorted(state.pods.items()):
         pid = running_pid(state_dir, name)
         entry: dict[str, Any] = {
@@ -774,15 +808,19 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
                 "connection": CONNECTION_ATTRIBUTES,
                 "router.node": NODE_ATTRIBUTES,
                 "router.address": ADDRESS_ATTRIBUTES,
+                NODE_ENTITY: HOSTED_NODE_ATTRIBUTES,
             }
             if record["mode"] == "edge":
                 entities["router.link"] = LINK_ATTRIBUTES  # where its uplink is
             try:
-                rows = management_query(endpoint, entities, timeout)
+                # Asked of every router (which hosts what is the routers' hash): one that does
+                # not know the type (an older router) answers 400 and simply hosts nothing.
+                rows = management_query(endpoint, entities, timeout, optional={NODE_ENTITY})
             except Exception as err:  # any failure is the router's status, not ours
                 entry["error"] = f"$management at {endpoint}: {err or type(err).__name__}"
             else:
                 entry.update(_management_view(rows))
+                nodes += hosted_nodes(name, rows)
                 if record["mode"] == "edge":
                     entry["uplink"] = edge_uplink(rows)
         if record["mode"] == "edge":
@@ -798,6 +836,7 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
         "autoscaler": local_scaler.status(state_dir),
         "addresses": [a for net in networks.values() for a in net["addresses"]],
         "linkRoutes": [lr for net in networks.values() for lr in net["linkRoutes"]],
+        "nodes": sorted(nodes, key=lambda n: (n["name"], n["router"])),
         "connections": [
             {**c, "network": name} for name, net in networks.items() for c in net["connections"]
         ],
@@ -835,6 +874,21 @@ def _management_view(rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]
     return {"connections": connections, "knownRouters": nodes, "addresses": addresses}
 
 
+def hosted_nodes(router: str, rows: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The queues and topics ``router`` hosts, from its ``io.routernet.node`` rows (none when
+    it does not know the type). ``type`` for the row's ``nodeType``, as the Address spells it;
+    the host is the router's own word, or the router asked."""
+    return [
+        {
+            "name": r["name"],
+            "type": r["nodeType"],
+            "router": r["router"] or router,
+            **{a: r[a] for a in HOSTED_NODE_ATTRIBUTES[3:]},
+        }
+        for r in rows.get(NODE_ENTITY, [])
+    ]
+
+
 def edge_uplink(rows: Mapping[str, list[dict[str, Any]]]) -> str | None:
     """The interior an edge routes through, as the edge itself has it (its ``connection`` and
     ``router.link`` rows): the peer of the edge connection that carries its anonymous sender
@@ -858,10 +912,15 @@ def edge_uplink(rows: Mapping[str, list[dict[str, Any]]]) -> str | None:
 
 
 def management_query(
-    endpoint: str, entities: Mapping[str, list[str]], timeout: float = MANAGEMENT_TIMEOUT
+    endpoint: str,
+    entities: Mapping[str, list[str]],
+    timeout: float = MANAGEMENT_TIMEOUT,
+    optional: Collection[str] = (),
 ) -> dict[str, list[dict[str, Any]]]:
-    """QUERY each entity type (Dispatch's short names, e.g. ``router.address``) of the router
-    at ``endpoint`` (host:port), as qdstat does: entity -> rows as dicts."""
+    """QUERY each entity type (Dispatch's short names, e.g. ``router.address``, or a full one
+    of routernet's own, ``io.routernet.*``) of the router at ``endpoint`` (host:port), as
+    qdstat does: entity -> rows as dicts. An ``optional`` type the router does not know (it
+    answers 400, as Dispatch does) is left out of the result rather than failing the query."""
     from proton import Message
     from proton.utils import BlockingConnection
 
@@ -881,12 +940,14 @@ def management_query(
                         "operation": "QUERY",
                         "type": "org.amqp.management",
                         "name": "self",
-                        "entityType": f"org.apache.qpid.dispatch.{entity}",
+                        "entityType": _entity_type(entity),
                     },
                 )
             )
             response = replies.receive(timeout)  # pre-settled: nothing to accept
             code = (response.properties or {}).get("statusCode")
+            if code == 400 and entity in optional:
+                continue
             if code != 200:
                 why = (response.properties or {}).get("statusDescription")
                 raise LocalError(f"QUERY {entity}: {code} {why}")
@@ -897,3 +958,7 @@ def management_query(
         return result
     finally:
         conn.close()
+
+
+def _entity_type(entity: str) -> str:
+    return entity if entity.startswith("io.routernet.") else f"org.apache.qpid.dispatch.{entity}"

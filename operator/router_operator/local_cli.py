@@ -1,7 +1,7 @@
 """``routernet``: run a router network on this machine from the files ``kubectl apply`` takes.
 
     routernet up [--watch] [--no-collector] FILE|DIR...   start it, or apply the files' changes
-    routernet status [--json]            routers, endpoints, connections, addresses, collectors
+    routernet status [--json]            routers, connections, addresses, nodes, collectors
     routernet down                       stop the autoscaler, every router, then the collectors
     routernet analyze [--output DIR]     Spark analysis of the network's telemetry (pipeline/)
     routernet send ADDRESS [--rate R|--ramp SPEC] [--count N] ...   reliable traffic (traffic/)
@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status",
         parents=[common],
-        help="show routers, client endpoints, connections and addresses",
+        help="show routers, client endpoints, connections, addresses and hosted nodes",
     )
     status.add_argument("--json", action="store_true", help="print it as JSON")
     down = commands.add_parser("down", parents=[common], help="stop every router")
@@ -241,7 +241,8 @@ def show_status(state_dir: Path, as_json: bool) -> int:
 
 
 def format_status(report: dict[str, Any]) -> str:
-    """The status as tables: routers with their connections, then addresses per router."""
+    """The status as tables: routers with their connections, then addresses per router, then
+    the queues and topics each router hosts."""
     lines = [f"namespace {report['namespace']}, state in {_shown(Path(report['stateDir']))}"]
     rows = []
     for r in report["routers"]:
@@ -314,6 +315,13 @@ def format_status(report: dict[str, Any]) -> str:
         rows.sort(key=lambda row: (row[0], row[1]))
         headers = ["ADDRESS", "ROUTER", "DISTRIBUTION", "CONSUMERS", "REMOTE ROUTERS"]
         lines += ["", _table(headers, rows)]
+    rows = [
+        [n["name"], n["type"], n["router"], str(n["depth"]), str(n["consumers"])]
+        for n in report.get("nodes", [])
+    ]
+    if rows:
+        headers = ["NODE", "TYPE", "ROUTER", "DEPTH", "CONSUMERS"]
+        lines += ["", _table(headers, rows)]
     return "\n".join(lines)
 
 
@@ -344,6 +352,9 @@ def _declared(address: dict[str, Any]) -> str:
     extra = ""
     if address.get("undeliverable", "drop") != "drop":
         extra = f", undeliverable {address['undeliverable']}"
+    node = address.get("node")
+    if node:
+        extra += f", {node.get('type', 'queue')}s on {' '.join(node['hosts'])}"
     return f"{address['key']} {address['distribution']}{extra}"
 
 

@@ -30,6 +30,7 @@ from pydantic import (
 
 from router_operator.autoscaling import AutoscalingSpec, AutoscalingStatus
 from router_operator.gateway import GatewayRouting
+from router_operator.nodes import NODE_TYPE_UNCHANGED, STORE_UNCHANGED, AddressNode, RouterStore
 from router_operator.spec import Rule, SecretName, StrictSpec, constrained
 
 GROUP = "routernet.io"
@@ -316,6 +317,7 @@ class RouterSpec(StrictSpec):
             message="all listeners with PLAIN must name the same saslUsersSecret",
             holds=lambda s: len({lst.saslUsersSecret for lst in s.listeners} - {None}) <= 1,
         ),
+        STORE_UNCHANGED,
     )
 
     replicas: int = Field(
@@ -362,6 +364,14 @@ class RouterSpec(StrictSpec):
         description=(
             "Scale this Router's replicas on its routers' load (the HPA's algorithm and"
             " behavior); replicas is then set by the autoscaler."
+        ),
+    )
+    store: RouterStore | None = Field(
+        default=None,
+        description=(
+            "A PersistentVolumeClaim per pod, for the queues and topics of Addresses whose"
+            " node names this Router; immutable (a StatefulSet's volumeClaimTemplates cannot"
+            " change): give it when the Router is created."
         ),
     )
 
@@ -458,6 +468,7 @@ class AddressSpec(StrictSpec):
         _same_key("pattern"),
         _not_reserved("prefix"),
         _not_reserved("pattern"),
+        NODE_TYPE_UNCHANGED,
     )
 
     network: NetworkName = Field(
@@ -490,6 +501,13 @@ class AddressSpec(StrictSpec):
     )
     priority: int = Field(
         default=-1, ge=-1, le=9, description="Delivery priority 0..9; -1 keeps each message's."
+    )
+    node: AddressNode | None = Field(
+        default=None,
+        description=(
+            "Store the messages: each address matched is a queue or topic hosted on one pod of"
+            " node.router (nodes.py); absent, messages are routed to consumers as they are."
+        ),
     )
 
 

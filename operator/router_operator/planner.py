@@ -23,6 +23,11 @@ Rules, and why:
 - Addresses of a network are folded, sorted by key, into every router of that network. Two Address
   resources with the same prefix/pattern conflict: the older one (then the smaller name) wins, so
   a newcomer never silently changes what running routers do.
+- An Address with a ``node`` (nodes.py) has the same node settings in every router config of
+  its network, ``hosts`` being the pods of the Router it names, at that Router's current
+  replicas (scaling it changes every config, and the routers' stable hash moves few nodes). That
+  Router must be an interior of the network with ``store``, whose pods all get ``store.path``;
+  otherwise the Address is a Problem (InvalidNode) and not folded at all.
 - LinkRoutes are folded into every router of their network as ``linkRoutes`` entries (direction
   ``both`` is two entries, in and out), with the same conflict rule per prefix/pattern and
   direction. One naming a ``connection`` also puts a route-container connector
@@ -80,6 +85,7 @@ from router.config import LinkRoute as RouterLinkRoute
 from router.telemetry.config import METRICS_PORT
 from router_operator.gateway import GatewayDecl, GatewayPlan, plan_gateway
 from router_operator.mounts import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE, SecretMount
+from router_operator.nodes import STORE_PATH, NodeDecl, StoreDecl
 
 RouterRole = Literal["interior", "edge"]
 Direction = Literal["in", "out", "both"]
@@ -166,6 +172,9 @@ class RouterDecl:
     resources: Mapping[str, Any] | None = None
     pod_template: Mapping[str, Any] | None = None
     generation: int = 0
+    store: StoreDecl | None = None
+    """A PersistentVolumeClaim per pod (render), which every pod config names as store.path:
+    what lets the Router host the nodes of Addresses (``AddressDecl.node``)."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +193,8 @@ class AddressDecl:
     priority: int | None = None
     creation_timestamp: str = ""
     generation: int = 0
+    node: NodeDecl | None = None
+    """Store the messages: queues or topics on the pods of ``node.router``."""
 
 
 @dataclass(frozen=True)
@@ -657,7 +668,10 @@ def _plan_network(
                 pod.connectors.append(_connector(peer, EDGE_PORT, "edge", pod.router))
                 connections.append(Connection(pod.name, peer.name, "edge", uplink=k == 0))
 
-    folded = _fold_addresses(addresses, report)
+    def node_hosts(node: NodeDecl) -> tuple[str, ...] | str:
+        return _node_hosts(node, network, routers, pods)
+
+    folded = _fold_addresses(addresses, report, node_hosts)
     planned_routes = _plan_link_routes(link_routes, report)
     # What an interior's pods listen on already: a gateway listener there could not bind.
     interior_ports = {
@@ -851,6 +865,8 @@ def _build_config(
         # /metrics, /healthz and /readyz for the kubelet's probes and Prometheus (render.py).
         "telemetry": {"http": {"host": "0.0.0.0", "port": METRICS_PORT}},
     }
+    if pod.router.store is not None:
+        data["store"] = {"path": STORE_PATH}  # the pod's PersistentVolumeClaim (render)
     if gateway is not None:
         data["gateway"] = gateway.section(pod.router.name)
     try:
@@ -901,11 +917,52 @@ def _route_connectors(dialer: RouterDecl, routes: list[LinkRoutePlan]) -> list[d
     return sorted(entries, key=lambda entry: entry["name"])
 
 
-def _fold_addresses(addresses: list[AddressDecl], report: Report) -> list[FoldedAddress]:
-    """``addresses`` is sorted oldest first, so the first claim on a key wins."""
+def _node_hosts(
+    node: NodeDecl, network: str, routers: list[RouterDecl], pods: Mapping[str, list[_Pod]]
+) -> tuple[str, ...] | str:
+    """The router ids that host the nodes: the pods of ``node.router`` (every router of the
+    network gets the same list, and each places a node on one of them by the same hash), or
+    why there are none."""
+    decl = next((r for r in routers if r.name == node.router), None)
+    if decl is None:
+        return f"node.router {node.router!r} is not a Router of network {network!r}"
+    if decl.role != "interior":
+        return f"node.router {node.router!r} is an edge Router: nodes live on interior routers"
+    if decl.store is None:
+        return (
+            f"node.router {node.router!r} has no spec.store, so its pods have nowhere to keep"
+            " messages (store is immutable: create the Router with it)"
+        )
+    hosts = tuple(pod.name for pod in pods.get(decl.name, []))
+    if not hosts:
+        return f"node.router {node.router!r} has no pods (replicas 0, or a Router in error)"
+    return hosts
+
+
+def _fold_addresses(
+    addresses: list[AddressDecl],
+    report: Report,
+    node_hosts: Callable[[NodeDecl], tuple[str, ...] | str],
+) -> list[FoldedAddress]:
+    """``addresses`` is sorted oldest first, so the first claim on a key wins. An Address
+    whose nodes have no hosts is not applied at all rather than applied without its node: its
+    messages would then be routed to whoever consumes, unstored, and nobody would notice."""
     owners: dict[str, str] = {}
     folded: list[FoldedAddress] = []
     for decl in addresses:
+        node: dict[str, Any] | None = None
+        if decl.node is not None:
+            hosts = node_hosts(decl.node)
+            if isinstance(hosts, str):
+                report(
+                    "Address",
+                    decl.name,
+                    "InvalidNode",
+                    f"{hosts}; this Address is not applied (its messages would be routed"
+                    " without being stored)",
+                )
+                continue
+            node = {**decl.node.settings.model_dump(exclude_defaults=True), "hosts": list(hosts)}
         data = {
             "prefix": decl.prefix,
             "pattern": decl.pattern,
@@ -914,6 +971,7 @@ def _fold_addresses(addresses: list[AddressDecl], report: Report) -> list[Folded
             "holdTimeoutSeconds": decl.hold_timeout_seconds,
             "fallbackAddress": decl.fallback_address,
             "priority": decl.priority,
+            "node": node,
         }
         data = {k: v for k, v in data.items() if v is not None}
         try:

@@ -84,6 +84,12 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   the pods through a LoadBalancer, NodePort or gateway Service made beside it, selecting them
   with ``targetPort: gateway``. Status endpoints stay the clients' (gateway connectors are not
   clients). The planner keeps the port apart from the Router's own, reserved ones included.
+- ``spec.store``: a volumeClaimTemplate ``store`` (ReadWriteOnce, its size and StorageClass),
+  mounted read-write at ``/var/lib/routernet/store``, the pods' ``store.path``, with ``fsGroup``
+  so the non-root router may write there. The StatefulSet controller creates the PVCs
+  (``store-<pod>``), so the operator needs no rights on them, and keeps them when pods or the
+  Router go (its default retention): a pod back at the same ordinal finds its messages. The
+  template is immutable in Kubernetes, hence ``store`` is in the CRD (nodes.py).
 - Owner references (controller, blockOwnerDeletion) on every child with deterministic names, so
   deleting a Router deletes its children without a finalizer.
 """
@@ -96,6 +102,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from router_operator.nodes import STORE_PATH, STORE_VOLUME
 from router_operator.planner import (
     EDGE_PORT,
     INTER_ROUTER_PORT,
@@ -543,6 +550,10 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                 },
             }
         )
+    if decl.store is not None:
+        container["volumeMounts"].append({"name": STORE_VOLUME, "mountPath": STORE_PATH})
+        template["spec"]["securityContext"]["fsGroup"] = RUN_AS
+        template["spec"]["securityContext"]["fsGroupChangePolicy"] = "OnRootMismatch"
     if decl.pod_template:
         template = merge(template, decl.pod_template)
         # The user may add labels and annotations, never take over ours: the selector must keep
@@ -551,18 +562,32 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
         template["metadata"].setdefault("annotations", {})[DIGEST_ANNOTATION] = config_digest(
             plan.mode
         )
+    spec: dict[str, Any] = {
+        "serviceName": peers_service_name(plan.name),
+        "replicas": len(plan.pods),
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"type": "RollingUpdate"},
+        "selector": {"matchLabels": selector_labels(plan.name)},
+        "template": template,
+    }
+    if decl.store is not None:
+        claim: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": decl.store.size}},
+        }
+        if decl.store.storage_class is not None:
+            claim["storageClassName"] = decl.store.storage_class
+        spec["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": STORE_VOLUME, "labels": selector_labels(plan.name)},
+                "spec": claim,
+            }
+        ]
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": _metadata(plan, plan.name),
-        "spec": {
-            "serviceName": peers_service_name(plan.name),
-            "replicas": len(plan.pods),
-            "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": selector_labels(plan.name)},
-            "template": template,
-        },
+        "spec": spec,
     }
 
 

@@ -119,3 +119,6 @@ SecretName = constrained(
     "Secret name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
 )
 """What names a Secret, for every kind that mounts one (Router, LinkRoute, Gateway)."""
+StorageClassName = constrained(
+    "StorageClass name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
+)
