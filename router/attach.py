@@ -2,11 +2,11 @@
 
 The attach is offered in turn to what may claim it: a draining router refuses it; a gateway
 connection's own links go to router/gateway/; the inter-router protocol takes its control and
-data links; links to `(container)/node` go to router/containers/ and configured link routes to
-router/linkrouting.py. Any other link is served here: a sender on its target address (or the
-anonymous relay), a receiver on its source, a dynamic receiver on an address of this router's
-own space. A refusal is answered as AMQP words it: a null source and target, then a detach
-with the error.
+data links; links to hosted queues and topics go to router/nodes/, links to `(container)/node`
+to router/containers/ and configured link routes to router/linkrouting.py. Any other link is
+served here: a sender on its target address (or the anonymous relay), a receiver on its
+source, a dynamic receiver on an address of this router's own space. A refusal is answered as
+AMQP words it: a null source and target, then a detach with the error.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def attached(router: Router, conn: Connection, p: Any) -> None:
     if (
         (conn.role == "gateway" and router.gateways.link_attached(link))
         or (network is not None and conn.role == "inter-router" and network.link_attached(link))
+        or router.nodes.attach(link)
         or router.containers.attach(link)
         or (linkrouter.table and linkrouter.attach(link))
     ):

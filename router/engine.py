@@ -44,6 +44,7 @@ from router.links import Forward, Link
 from router.log import get_logger
 from router.management import Agent
 from router.network import Timers
+from router.nodes.hosting import Nodes
 from router.pn import ffi, get_condition, lib, set_condition, text
 from router.sections import (
     EMPTY_ANNOTATIONS,
@@ -131,6 +132,8 @@ class Router:
         self.gateways = Gateways(self)
         self.containers = Containers(self)
         self.fwd.local_handlers[CONTAINER_KEY] = self.containers.on_message
+        # Seed 002: queues and topics this network stores (router/nodes/).
+        self.nodes = Nodes(self)
         self.containers.refresh()  # this router is a container too: advertised at once
         self.containers.tick()
         self.sel = selectors.DefaultSelector()
@@ -290,6 +293,7 @@ class Router:
             while entry.held:
                 fwd.drop(entry.held.popleft().fwd)
         fwd.holding.clear()
+        self.nodes.flush()
         for link in list(self.links.values()):
             if link.incoming:
                 for f in list(link.unsettled.values()):
@@ -302,6 +306,7 @@ class Router:
         self.loop(lambda: bool(self.conns) and time.monotonic() < deadline)
         for conn in list(self.conns.values()):
             self.teardown(conn)
+        self.nodes.close()
 
     # ----- the loop ------------------------------------------------------------------------
 
@@ -362,6 +367,8 @@ class Router:
                     streams, fwd.resume = fwd.resume, set()
                     for stream in streams:
                         stream.pump()
+            if self.nodes.awaiting:
+                self.nodes.flush()  # one fsync for this turn's durable messages, then accepted
             for conn in touched:
                 if conn.dead:
                     continue
@@ -463,6 +470,7 @@ class Router:
             trim_memory()
         self.connectors.poll(now)
         self.containers.tick()
+        self.nodes.tick(time.time())
         if self.edge is not None:
             self.edge.poll(now)
         for config_source in self.config_sources:
@@ -580,6 +588,7 @@ class Router:
         """Whatever the connection served is no longer there: its routed links, its container,
         what a gateway connection imported."""
         self.linkrouter.connection_closed(conn)
+        self.nodes.connection_closed(conn)
         self.containers.connection_closed(conn)
         self.gateways.connection_closed(conn)
 
@@ -670,6 +679,8 @@ class Router:
         if link.kind == "routed":
             self.linkrouter.detached(link, closed=True)
         else:
+            if link.kind == "node":
+                self.nodes.detached(link, closed=True)
             self.detach(link)
 
     def on_link_detach(self, conn: Connection, ev: Any) -> None:
@@ -682,6 +693,8 @@ class Router:
         if link.kind == "routed":
             self.linkrouter.detached(link, closed=False)
         else:
+            if link.kind == "node":
+                self.nodes.detached(link, closed=False)
             self.detach(link)
 
     def detach(self, link: Link, closed: bool = True) -> None:
@@ -722,6 +735,8 @@ class Router:
             return
         if link.kind == "routed":
             self.linkrouter.flow(link)
+        elif link.kind == "node":
+            self.nodes.flow(link)
         elif not link.incoming:
             self.fwd.pump(link)
 
@@ -732,6 +747,8 @@ class Router:
         d = lib.pn_event_delivery(ev)
         if link.kind == "routed":
             self.routed_delivery(link, d)
+        elif link.kind == "node":
+            self.nodes.delivery(link, d)
         elif link.incoming:
             self.incoming(link, d)
         else:
@@ -877,7 +894,7 @@ class Router:
             got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
             del buf[start + max(got, 0) :]
             if lib.pn_delivery_partial(d):
-                if len(buf) >= STREAM_THRESHOLD:
+                if len(buf) >= STREAM_THRESHOLD and link.kind != "node":
                     start_stream(self, link, d, buf)
                 return None
             link.partial = None

@@ -249,6 +249,10 @@ class Forwarder:
         self.resume: set[Stream] = set()
         self.paused: set[Stream] = set()
         self.large_done = False
+        # Queues and topics the network hosts (router/nodes/hosting.py): offered each message
+        # that reaches no consumer here, before the address's undeliverable policy; True if it
+        # took the message.
+        self.hosted: Callable[[Message, Forward | None, Link | None], bool] | None = None
 
     # ----- routing table -------------------------------------------------------------------
 
@@ -604,6 +608,9 @@ class Forwarder:
         origin: Link | None,
         redirected: bool,
     ) -> None:
+        hosted = self.hosted
+        if hosted is not None and hosted(msg, fwd, origin):
+            return
         rule = entry.rule
         action = rule.undeliverable
         if action == "redirect" and rule.fallback and not redirected:

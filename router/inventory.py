@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from router import __version__
-from router.management import CONTAINER
+from router.management import CONTAINER, HOSTED_NODE
 from router.pn import lib, text
 from router.tls import describe
 
@@ -35,6 +35,7 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "router.config.linkRoute": lambda: link_route_rows(router),
         PREFIX + "sslProfile": lambda: ssl_profile_rows(router),
         CONTAINER: lambda: router.containers.rows(),
+        HOSTED_NODE: lambda: router.nodes.rows(),
     }
 
 
@@ -45,6 +46,7 @@ LINK_TYPES = {
     "data": "inter-router",
     "routed": "endpoint",
     "gateway": "endpoint",
+    "node": "endpoint",
 }
 
 

@@ -30,6 +30,7 @@ LINK_ROUTE = PREFIX + "router.config.linkRoute"
 SSL_PROFILE = PREFIX + "sslProfile"
 # Ours: the containers `(id)/node` reaches (router/containers/), duplicates included.
 CONTAINER = "io.routernet.container"
+HOSTED_NODE = "io.routernet.node"
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
 _ENTITY = PREFIX + "entity"
@@ -244,6 +245,21 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         *_BASE_ATTRIBUTES,
     ),
     CONTAINER: ("containerId", "location", "places", "duplicate", *_BASE_ATTRIBUTES),
+    HOSTED_NODE: (
+        "nodeType",
+        "router",
+        "depth",
+        "bytes",
+        "durable",
+        "consumers",
+        "producers",
+        "enqueued",
+        "dequeued",
+        "deadLettered",
+        "expired",
+        "subscriptions",
+        *_BASE_ATTRIBUTES,
+    ),
 }
 
 _NODE_OPERATIONS = (
@@ -283,6 +299,7 @@ _TYPES: dict[str, _Type] = {
     LINK_ROUTE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK_ROUTE]),
     SSL_PROFILE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[SSL_PROFILE]),
     CONTAINER: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONTAINER]),
+    HOSTED_NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[HOSTED_NODE]),
 }
 # An untyped QUERY defaults to every attribute of every type, in first-seen order.
 _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))

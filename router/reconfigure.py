@@ -126,6 +126,7 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
     gateway_changed = router.config.gateway != new.gateway
     router.config = new
+    router.nodes.configure(new)
     if gateway_changed:
         router.gateways.config_changed()
     tls.DOMAINS.retain(new)  # frees the TLS domains nothing uses any more

@@ -262,6 +262,7 @@ class Receiver(MessagingHandler):
         name: str | None = None,
         at_most_once: bool = False,
         session: Any = None,
+        options: list[Any] | None = None,
     ) -> None:
         # Credit is topped up here rather than by proton's FlowController, which looks at the
         # credit before the delivery is consumed and so stalls a window of 1 after one message.
@@ -278,7 +279,7 @@ class Receiver(MessagingHandler):
             dynamic=dynamic,
             name=name,
             handler=self,
-            options=AtMostOnce() if at_most_once else None,
+            options=[*(options or []), *([AtMostOnce()] if at_most_once else [])] or None,
         )
         if credit:
             self.link.flow(credit)

@@ -61,6 +61,7 @@ def test_address_defaults() -> None:
         "holdTimeoutSeconds": 30.0,
         "fallbackAddress": None,
         "priority": -1,
+        "node": None,
     }
 
 
@@ -558,6 +559,7 @@ def test_schema_describes_the_file() -> None:
         "linkRoutes",
         "telemetry",
         "gateway",
+        "store",
     }
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]

@@ -296,6 +296,14 @@ class Containers:
             # router's consumers only.
             link.address = (there or address) if link.incoming else node
             return False
+        self.relay(link, container, node, there or address)
+        return True
+
+    def relay(self, link: Link, container: str, node: str, there: str) -> None:
+        """Relay `link` toward `container`: to `node` on the container itself, as `there`
+        (`(container)/node`) to the next router. Hosted queues and topics go to their host
+        this way too (router/nodes/)."""
+        linkrouter = self.router.linkrouter
         where = self.locate(container)
         if isinstance(where, Here):
             linkrouter.relay(link, where.conn, node)  # type: ignore[arg-type]
@@ -312,9 +320,8 @@ class Containers:
             linkrouter.relay(link, uplink, there)
         else:
             linkrouter.refuse(
-                link, NOT_FOUND, f"no container {container!r} in the network (for {address!r})"
+                link, NOT_FOUND, f"no container {container!r} in the network (for {there!r})"
             )
-        return True
 
     def visible(self, origin: Connection, container: str) -> bool:
         """What comes in over a gateway connection reaches only what this network exports."""
@@ -387,8 +394,10 @@ class Containers:
     def deliver_here(
         self, node: str, msg: Message, fwd: Forward | None, origin: Link | None
     ) -> None:
-        """`(this router)/node`: the consumers of `node` attached here, or a node of the
-        router's own ($management); never another router's."""
+        """`(this router)/node`: a queue or topic hosted here, the consumers of `node` attached
+        here, or a node of the router's own ($management); never another router's."""
+        if self.router.nodes.message(node, msg, fwd):
+            return  # a queue or topic hosted here
         forwarder = self.router.fwd
         entry = forwarder.entry(node)
         consumers = entry.consumers

@@ -123,12 +123,6 @@ class StoreSettings(Strict):
         default=None,
         description="A directory of its own; absent, this router can host no node.",
     )
-    syncIntervalMs: float = Field(
-        default=2.0,
-        ge=0,
-        description="Durable messages written together within this interval share one fsync"
-        " (accepted once synced); 0 syncs every turn of the loop.",
-    )
     memoryBytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024 * 1024,

@@ -1,0 +1,113 @@
+"""What a hosted node reads from, and writes into, the messages it keeps.
+
+A node reads the header (durable, priority, ttl) and the properties' absolute-expiry-time of
+every message it takes, so that read decodes those two sections and nothing else (bodies may
+be large). Rewriting a message (the delivery count of a redelivery, the annotations of a dead
+letter) is rare and goes through Proton's Message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Data, Message, symbol
+
+from router.nodes.queue import priority_of
+
+_HEADER = 0x70
+_DELIVERY_ANNOTATIONS = 0x71
+_MESSAGE_ANNOTATIONS = 0x72
+_PROPERTIES = 0x73
+_ABSOLUTE_EXPIRY = 8  # the properties list's absolute-expiry-time field
+
+
+class Stamp:
+    """What a node needs to know of a message to keep it."""
+
+    __slots__ = ("durable", "expiry", "priority")
+
+    def __init__(self, durable: bool, priority: int, expiry: float | None) -> None:
+        self.durable = durable
+        self.priority = priority
+        self.expiry = expiry
+
+
+def stamp(data: bytes, now: float) -> Stamp:
+    """Header and expiry of an encoded message; ValueError (one line) if they do not decode.
+    `now` is wall-clock seconds: ttl counts from when the node took the message."""
+    durable, priority, expiry = False, priority_of(None), None
+    offset = 0
+    view = memoryview(data)
+    while offset < len(data):
+        section = Data()
+        try:
+            used = section.decode(view[offset:].tobytes() if offset else data)
+        except Exception as err:
+            raise ValueError(f"the message does not decode: {err}"[:200]) from None
+        value = section.get_object()
+        code = _code(value)
+        if code == _HEADER:
+            fields = _fields(value)
+            durable = bool(_at(fields, 0))
+            if (p := _at(fields, 1)) is not None:
+                priority = priority_of(int(p))
+            if (ttl := _at(fields, 2)) is not None:
+                expiry = now + int(ttl) / 1000.0
+        elif code == _PROPERTIES:
+            absolute = _at(_fields(value), _ABSOLUTE_EXPIRY)
+            if absolute is not None:
+                at = int(absolute) / 1000.0
+                expiry = at if expiry is None else min(expiry, at)
+            break
+        elif code not in (_DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS):
+            break  # application properties or the body: past what a node reads
+        offset += used
+    return Stamp(durable, priority, expiry)
+
+
+def _code(value: Any) -> int | None:
+    descriptor = getattr(value, "descriptor", None)
+    if isinstance(descriptor, int):
+        return descriptor
+    return None
+
+
+def _fields(value: Any) -> list[Any]:
+    fields = getattr(value, "value", None)
+    return list(fields) if isinstance(fields, list | tuple) else []
+
+
+def _at(fields: list[Any], index: int) -> Any:
+    return fields[index] if index < len(fields) else None
+
+
+def redelivered(data: bytes, count: int) -> bytes:
+    """The message as sent again: its header's delivery-count says how often it failed."""
+    msg = Message()
+    msg.decode(data)
+    msg.delivery_count = count
+    msg.first_acquirer = False
+    return bytes(msg.encode())
+
+
+def dead_lettered(
+    data: bytes, reason: str, node: str, condition: tuple[str, str | None] | None
+) -> bytes:
+    """The message as it goes to a dead letter address: annotations say why and from where,
+    named as RabbitMQ names them (`x-first-death-*` kept from the first time, `x-last-death-*`
+    this time), and a rejection's error condition as the consumer gave it."""
+    msg = Message()
+    msg.decode(data)
+    annotations: dict[Any, Any] = dict(msg.annotations or {})
+    if symbol("x-first-death-reason") not in annotations:
+        annotations[symbol("x-first-death-reason")] = reason
+        annotations[symbol("x-first-death-queue")] = node
+    annotations[symbol("x-last-death-reason")] = reason
+    annotations[symbol("x-last-death-queue")] = node
+    if condition is not None:
+        annotations[symbol("x-opt-routernet-reject-condition")] = symbol(condition[0])
+        if condition[1]:
+            annotations[symbol("x-opt-routernet-reject-description")] = condition[1]
+    msg.annotations = annotations
+    msg.delivery_count = 0
+    return bytes(msg.encode())
