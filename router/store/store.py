@@ -131,7 +131,10 @@ class Store:
     def _recover(self) -> None:
         nodes = self.path / "nodes.json"
         if nodes.exists():
-            self._nodes = json.loads(nodes.read_text())
+            try:
+                self._nodes = json.loads(nodes.read_text())
+            except ValueError as exc:  # never written torn (see _write_nodes): edited by hand
+                raise StoreError(f"{nodes}: {exc}") from None
         for segment in self._log.existing():
             self._replay(segment)
         for entry in self._live.values():
