@@ -318,3 +318,15 @@ def test_synced_messages_survive_kill_9(tmp_path: Path) -> None:
             n.to_bytes(4, "big") * 25,
         )
     store.close()
+
+
+def test_reopening_does_not_pile_up_segments(tmp_path: Path) -> None:
+    for _ in range(5):
+        Store.open(tmp_path).close()
+    assert len(segments(tmp_path)) == 1
+
+
+def test_an_unreadable_nodes_file_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "nodes.json").write_text("{not json")
+    with pytest.raises(StoreError, match=re.escape("nodes.json")):
+        Store.open(tmp_path)

@@ -168,8 +168,8 @@ def decode(buf: bytes, at: int) -> tuple[Record, int] | None:
     after = start + length
     if after > end:
         return None
-    view = memoryview(buf)
-    if zlib.crc32(view[start:after], zlib.crc32(view[at + 8 : at + 9])) != crc:
+    # The type byte and the payload are contiguous: one CRC over both.
+    if zlib.crc32(buf[at + 8 : after]) != crc:
         return None
     try:
         if kind == ENQUEUE:
@@ -180,7 +180,7 @@ def decode(buf: bytes, at: int) -> tuple[Record, int] | None:
             data_at = rest + _ENQUEUE_REST.size
             if data_at > after:
                 raise FormatError(f"ENQUEUE record at {at} overruns its length")
-            node = bytes(view[name_at:rest]).decode()
+            node = buf[name_at:rest].decode()
             return Enqueue(
                 id, node, priority, expiry or None, bool(durable), count, data_at, after - data_at
             ), after

@@ -131,11 +131,17 @@ class Store:
     def _recover(self) -> None:
         nodes = self.path / "nodes.json"
         if nodes.exists():
-            self._nodes = json.loads(nodes.read_text())
+            try:
+                self._nodes = json.loads(nodes.read_text())
+            except ValueError as exc:  # never written torn (see _write_nodes): edited by hand
+                raise StoreError(f"{nodes}: {exc}") from None
         for segment in self._log.existing():
             self._replay(segment)
         for entry in self._live.values():
-            self._add(entry, entry._loc >> _SEGMENT_SHIFT)
+            info = self._segments[entry._loc >> _SEGMENT_SHIFT]
+            info.live += 1
+            info.live_bytes += entry.size
+        self._live_bytes = sum(info.live_bytes for info in self._segments.values())
         self._log.start()
         self._segment(self._log.current)
         self.unsynced = True  # the new segment's header
@@ -378,8 +384,8 @@ class Store:
         fsync_dir(self.path)
 
     def close(self) -> None:
+        self.sync()
         self._log.close()
-        self.unsynced = False
         os.close(self._lock_fd)
 
 
