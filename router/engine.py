@@ -367,7 +367,7 @@ class Router:
                     streams, fwd.resume = fwd.resume, set()
                     for stream in streams:
                         stream.pump()
-            if self.nodes.awaiting:
+            if self.nodes.store is not None:
                 self.nodes.flush()  # one fsync for this turn's durable messages, then accepted
             for conn in touched:
                 if conn.dead:

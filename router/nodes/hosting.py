@@ -115,13 +115,13 @@ class Nodes:
                 self.node(name)
         messages = 0
         for name, entries in store.recovered().items():
-            props = described.get(name)
-            queue = self.stored_queue(name, props)
+            found = described.get(name)
+            queue = self.stored_queue(name, found)
             if queue is not None:
                 for entry in entries:
                     queue.restore(entry)
                 messages += len(entries)
-            elif props is None:
+            elif found is None:
                 for entry in entries:
                     store.settle(entry)  # a non-durable subscription's: gone with its link
             else:
@@ -445,9 +445,13 @@ class Nodes:
             self.router.fwd.settle_incoming(fwd, REJECTED)
 
     def flush(self) -> None:
-        """End of a turn: one sync for every durable message taken in it, then accept them."""
+        """End of a turn: one sync for every durable message taken in it, then accept them;
+        what else was written (settlements, non-durable messages) goes to the OS."""
         store = self.store
-        if not self.awaiting or store is None:
+        if store is None:
+            return
+        if not self.awaiting:
+            store.flush()
             return
         store.sync()
         awaiting, self.awaiting = self.awaiting, []
@@ -516,7 +520,9 @@ class Nodes:
         if state not in TERMINAL:
             if not lib.pn_delivery_settled(d):
                 return
-            state = ACCEPTED  # settled with no outcome: the consumer is done with it
+            # Settled with no outcome (Proton does so for what a detaching link had): maybe
+            # processed, maybe not, so a failed attempt, as when the link goes.
+            state = lib.PN_MODIFIED
         del att.out[d]
         queue = att.queue
         assert queue is not None and att.sub is not None
@@ -535,11 +541,12 @@ class Nodes:
         else:
             link.modified += 1
             disposition = lib.pn_delivery_remote(d)
-            here = bool(lib.pn_disposition_is_undeliverable(disposition))
+            stated = lib.pn_delivery_remote_state(d) == lib.PN_MODIFIED
+            here = stated and bool(lib.pn_disposition_is_undeliverable(disposition))
             self.returned(
                 queue,
                 held,
-                failed=bool(lib.pn_disposition_is_failed(disposition)),
+                failed=not stated or bool(lib.pn_disposition_is_failed(disposition)),
                 excluded=att.sub.key if here else None,
             )
         lib.pn_delivery_settle(d)

@@ -286,6 +286,11 @@ class Store:
         if home != segment:
             self._segment(segment).refs.add(home)
 
+    def flush(self) -> None:
+        """Hands what was written to the OS, not to the disk: it then survives the router's
+        own death (`kill -9`), not the machine's. Cheap enough for every turn of the loop."""
+        self._log.flush()
+
     def sync(self) -> bool:
         """Puts everything written so far on disk; whether there was anything to write."""
         self._compact()

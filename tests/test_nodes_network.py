@@ -1,0 +1,161 @@
+"""Hosted queues in a network of real routers: producers and consumers on any router reach the
+node on its host, and what the host accepted survives its `kill -9`.
+
+The network: interiors A and B (B dials A), edge E on A; B hosts the nodes (the Address's
+`hosts`), A and E only know where they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clients import ACCEPTED, Management, World, settle
+from harness import RouterProcess
+from proton import Message
+from test_edge import edge, interior, started
+from test_nodes import consumer, receive, send
+
+NODES = [
+    {"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}},
+    {"prefix": "news", "node": {"type": "topic", "hosts": ["B"]}},
+]
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with World() as w:
+        yield w
+
+
+@contextlib.contextmanager
+def network(tmp_path: Path) -> Iterator[tuple[RouterProcess, RouterProcess, RouterProcess]]:
+    a = interior(tmp_path, "A", addresses=NODES)
+    b = interior(tmp_path, "B", connect=a, addresses=NODES)
+    b.config["store"] = {"path": str(tmp_path / "store-b")}
+    e = edge(tmp_path, "E", [a], addresses=NODES)
+    with started(a, b, e):
+        yield a, b, e
+
+
+def wait_for_router(world: World, router: RouterProcess, other: str) -> None:
+    def known() -> bool:
+        c = world.connect(router.url)
+        try:
+            rows = Management(c).query("io.routernet.container", ["containerId", "location"])
+        finally:
+            c.close()
+        return any(r["containerId"] == other and r["location"] != "unreachable" for r in rows)
+
+    world.run_until(known, timeout=20.0, what=f"{router.id} to know router {other}")
+
+
+def depth(world: World, router: RouterProcess, node: str) -> int:
+    c = world.connect(router.url)
+    try:
+        rows = Management(c).query("io.routernet.node", ["name", "depth"])
+    finally:
+        c.close()
+    return next((r["depth"] for r in rows if r["name"] == node), 0)
+
+
+def test_producers_and_consumers_anywhere_share_the_hosts_queue(
+    world: World, tmp_path: Path
+) -> None:
+    with network(tmp_path) as (a, b, e):
+        wait_for_router(world, a, "B")
+        on_a, on_e = world.connect(a.url), world.connect(e.url)
+        world.run_until(lambda: on_e.opened, what="edge client")
+        tracked = send(on_a, "jobs.x", [Message(body=f"a{i}", durable=True) for i in range(20)])
+        tracked += send(on_e, "jobs.x", [Message(body=f"e{i}") for i in range(20)])
+        assert {t.state for t in tracked} == {ACCEPTED}
+        assert depth(world, b, "jobs.x") == 40  # stored on B, the host
+        got = receive(on_e, "jobs.x", 40)
+        assert sorted(got.bodies) == sorted(
+            [f"a{i}" for i in range(20)] + [f"e{i}" for i in range(20)]
+        )
+        sub = consumer(on_a, "news.n")
+        anonymous = on_e.sender(None)
+        world.run_until(lambda: anonymous.credit > 0, what="credit")
+        sent = anonymous.send(Message(address="news.n", body="extra"))
+        world.run_until(lambda: sent.settled, what="outcome")
+        world.run_until(lambda: sub.bodies == ["extra"], what="the topic's copy")
+        on_a.close()
+        on_e.close()
+
+
+def test_a_link_to_a_node_whose_host_is_down_is_refused(world: World, tmp_path: Path) -> None:
+    a = interior(tmp_path, "A", addresses=NODES)
+    with started(a):
+        c = world.connect(a.url)
+        receiver = c.receiver("jobs.y")
+        world.run_until(lambda: receiver.closed, what="refusal")
+        assert "B" in receiver.link.remote_condition.description
+        c.close()
+
+
+def test_kill_9_of_the_host_loses_no_accepted_message(world: World, tmp_path: Path) -> None:
+    """10,000 durable messages through A into B; some consumed; B killed with SIGKILL and
+    restarted: every message not yet consumed is there, each exactly once."""
+    total, first = 10_000, 4_000
+    with network(tmp_path) as (a, b, _e):
+        wait_for_router(world, a, "B")
+        producer = world.connect(a.url)
+        bodies = [f"m{i}" for i in range(total)]
+        tracked = send(producer, "jobs.durable", [Message(body=x, durable=True) for x in bodies])
+        assert {t.state for t in tracked} == {ACCEPTED}
+        producer.close()
+        c = world.connect(a.url)
+        part = receive(c, "jobs.durable", first, credit=500, policy=None)
+        for delivery in part.deliveries[:first]:
+            settle(delivery, ACCEPTED)
+        consumed = part.bodies[:first]
+        world.run_until(
+            lambda: depth(world, b, "jobs.durable") == total - first,
+            what="the host to count the accepted ones",
+        )
+        part.close()  # the rest, sent but not settled, go back
+        c.close()
+        b.stop(signal.SIGKILL)
+        b.start()
+        wait_for_router(world, a, "B")
+        c = world.connect(a.url)
+        rest = receive(c, "jobs.durable", total - first, credit=1000)
+        world.run_for(0.5)
+        c.close()
+        assert len(rest.bodies) == total - first  # none twice
+        assert sorted(consumed + rest.bodies) == sorted(bodies)
+
+
+def test_kill_9_mid_stream_keeps_every_accepted_message(world: World, tmp_path: Path) -> None:
+    """The host killed while a producer sends: whatever it accepted is there after restart."""
+    with network(tmp_path) as (a, b, _e):
+        wait_for_router(world, a, "B")
+        producer = world.connect(a.url)
+        sender = producer.sender("jobs.midway")
+        for i in range(3000):
+            world.run_until(lambda: sender.credit > 0 or sender.closed, what="credit")
+            if sender.closed:
+                break
+            sender.send(Message(body=f"m{i}", durable=True))
+            if i == 1500:
+                world.run_until(
+                    lambda: sum(t.settled for t in sender.sent) > 500, what="some accepted"
+                )
+                b.stop(signal.SIGKILL)
+                break
+        world.run_for(1.0)
+        accepted = [t.message.body for t in sender.sent if t.settled and t.state == ACCEPTED]
+        assert len(accepted) > 500
+        producer.close(wait=False)
+        b.start()
+        wait_for_router(world, a, "B")
+        c = world.connect(a.url)
+        got = receive(c, "jobs.midway", len(accepted), credit=500)
+        world.run_for(0.5)
+        assert set(accepted) <= set(got.bodies)
+        assert len(got.bodies) == len(set(got.bodies))
+        c.close()
