@@ -1,0 +1,129 @@
+"""Messages into hosted nodes: producers' transfers, their credit, and when they are accepted.
+
+A durable message is accepted to its sender only once the store has synced it: `flush`, at the
+end of each turn of the router's loop, syncs once for all that arrived in the turn (group
+commit) and then accepts them; a non-durable one is accepted at once. At a node's limit a
+sender gets no more credit (`atLimit: block`), or its message is rejected with
+`amqp:resource-limit-exceeded` (`reject`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from router.forwarder import ACCEPTED, REJECTED
+from router.nodes import distribution
+from router.nodes.facts import facts_of
+from router.nodes.message import stamp
+from router.nodes.topic import Topic
+from router.pn import lib, set_condition
+
+if TYPE_CHECKING:
+    from router.links import Forward, Link
+    from router.nodes.hosting import Attachment, Node, Nodes
+
+RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
+
+
+def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
+    link = att.link
+    p = link.pn
+    if lib.pn_link_current(p) != d:
+        return  # an earlier delivery the sender settled on its own: nothing to do
+    data = nodes.router.receive(link, d)
+    if data is None:
+        return
+    presettled = bool(lib.pn_delivery_settled(d))
+    try:
+        accepted = take(nodes, att.node, bytes(data))
+    except ValueError as err:
+        settle(d, presettled, REJECTED, ("amqp:decode-error", str(err)))
+    else:
+        if accepted is None:
+            settle(d, presettled, REJECTED, full_error(att.node))
+        elif presettled or not accepted:
+            settle(d, presettled, ACCEPTED, None)
+        else:
+            nodes.awaiting.append((link, d))
+    credit(nodes, link, att.node)
+    distribution.pump_node(nodes, att.node)
+
+
+def settle(d: Any, presettled: bool, state: int, error: tuple[str, str] | None) -> None:
+    if not presettled:
+        if error is not None:
+            set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d)), *error)
+        lib.pn_delivery_update(d, state)
+    lib.pn_delivery_settle(d)
+
+
+def full_error(node: Node) -> tuple[str, str]:
+    s = node.settings
+    return (
+        RESOURCE_LIMIT,
+        f"node {node.name!r} is full (maxDepth {s.maxDepth}, maxBytes {s.maxBytes})",
+    )
+
+
+def take(nodes: Nodes, node: Node, data: bytes) -> bool | None:
+    """Keep the message in `node`: True when it is durable (accepted once synced), False
+    when it may be accepted now, None when the node is full and rejects."""
+    if node.full() and node.settings.atLimit == "reject":
+        return None
+    st = stamp(data, time.time())
+    if isinstance(node, Topic):
+        if node.subscriptions:
+            node.publish(data, facts_of(data), st.priority, st.expiry, st.durable)
+        else:
+            node.enqueued += 1
+            node.dropped += 1
+    else:
+        node.put(data, st.priority, st.expiry, st.durable)
+    return st.durable
+
+
+def credit(nodes: Nodes, link: Link, node: Node) -> None:
+    """Top up a producer's credit, never past the node's room when it blocks at a limit."""
+    p = link.pn
+    if link.conn.closing or lib.pn_link_state(p) & lib.PN_LOCAL_CLOSED:
+        return
+    want = link.capacity
+    s = node.settings
+    if s.atLimit == "block" and s.maxDepth is not None:
+        want = min(want, max(0, s.maxDepth - node.depth))
+    if s.atLimit == "block" and node.full():
+        want = 0
+    have = lib.pn_link_credit(p)
+    if want > have and (have * 2 <= want or have == 0):
+        lib.pn_link_flow(p, want - have)
+        nodes.router.fwd.touched.add(link.conn)
+
+
+def reject(nodes: Nodes, fwd: Forward | None, error: str, why: str) -> None:
+    if fwd is not None and fwd.in_d is not None:
+        set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(fwd.in_d)), error, why)
+        nodes.router.fwd.settle_incoming(fwd, REJECTED)
+
+
+def flush(nodes: Nodes) -> None:
+    """End of a turn: one sync for every durable message taken in it, then accept them;
+    what else was written (settlements, non-durable messages) goes to the OS."""
+    store = nodes.store
+    if store is None:
+        return
+    if not nodes.awaiting:
+        store.flush()
+        return
+    store.sync()
+    awaiting, nodes.awaiting = nodes.awaiting, []
+    forwarder = nodes.router.fwd
+    for item in awaiting:
+        if isinstance(item, tuple):
+            link, d = item
+            if link in nodes.attached:
+                lib.pn_delivery_update(d, ACCEPTED)
+                lib.pn_delivery_settle(d)
+                forwarder.touched.add(link.conn)
+        else:
+            forwarder.settle_incoming(item, ACCEPTED)
