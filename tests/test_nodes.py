@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from clients import ACCEPTED, MODIFIED, REJECTED, Client, Management, World, settle
 from harness import RouterProcess
-from proton import Condition, Described, Message, symbol
-from proton.reactor import Copy, DurableSubscription, Filter
+from proton import Condition, Described, Message, symbol, ulong
+from proton.reactor import Copy, DurableSubscription, DynamicNodeProperties, Filter
 
 DLQ = "jobs.dlq"
 LINK_NAMES = count(1)
@@ -32,6 +32,26 @@ NODES = [
     {"prefix": "tight", "node": {"type": "queue", "maxDepth": 5}},
     {"prefix": "inbox", "node": {"type": "queue", "visibility": "inbound"}},
     {"prefix": "feed", "node": {"type": "queue", "visibility": "outbound"}},
+    {
+        "prefix": "orders",
+        "node": {
+            "type": "topic",
+            "bindings": [{"address": "eu.orders", "subject": "eu.#"}, {"address": "audit.all"}],
+        },
+    },
+    {
+        "prefix": "inq",
+        "node": {
+            "type": "queue",
+            "bindings": [
+                {"address": "urgent.q", "selector": "urgent = TRUE", "mode": "move"},
+                {"address": "audit.copy", "mode": "copy"},
+            ],
+        },
+    },
+    {"prefix": "eu", "node": {"type": "queue"}},
+    {"prefix": "audit", "node": {"type": "queue"}},
+    {"prefix": "urgent", "node": {"type": "queue"}},
 ]
 
 
@@ -84,7 +104,7 @@ def receive(client: Client, address: str, count: int, **kwargs: Any) -> Any:
     return receiver
 
 
-def consumer(client: Client, address: str, **kwargs: Any) -> Any:
+def consumer(client: Client, address: str | None, **kwargs: Any) -> Any:
     """A receiver with a link name of its own (Proton names links by container and address,
     and two links of one name on a connection are a protocol error)."""
     kwargs.setdefault("name", f"{address}-{next(LINK_NAMES)}")
@@ -349,3 +369,63 @@ def test_released_on_detach_is_redelivered(world: World, client: Client) -> None
     taker = receive(client, "jobs.left", 1)
     assert taker.bodies == ["unfinished"]
     assert taker.messages[0].delivery_count == 1
+
+
+def test_topic_bindings_copy_what_matches_to_their_queues(
+    world: World, router: RouterProcess, client: Client
+) -> None:
+    send(
+        client,
+        "orders.new",
+        [Message(body=s, subject=s) for s in ("eu.fr.paris", "us.ny", "eu.de")],
+    )
+    assert receive(client, "eu.orders", 2).bodies == ["eu.fr.paris", "eu.de"]
+    assert receive(client, "audit.all", 3).bodies == ["eu.fr.paris", "us.ny", "eu.de"]
+    world.run_for(0.2)
+    assert nodes(world, router)["eu.orders"]["depth"] == 0
+
+
+def test_queue_bindings_move_or_copy(world: World, router: RouterProcess, client: Client) -> None:
+    send(
+        client,
+        "inq.work",
+        [Message(body=i, properties={"urgent": i % 2 == 0}) for i in range(4)],
+    )
+    assert receive(client, "urgent.q", 2).bodies == [0, 2]  # moved: gone from inq.work
+    assert receive(client, "inq.work", 2).bodies == [1, 3]
+    # The copy binding sees what stays (the move binding took the urgent ones first).
+    assert receive(client, "audit.copy", 2).bodies == [1, 3]
+
+
+def lifetime(code: int) -> DynamicNodeProperties:
+    return DynamicNodeProperties({symbol("lifetime-policy"): Described(ulong(code), [])})
+
+
+def test_a_dynamic_node_is_random_exclusive_and_goes_with_its_link(
+    world: World, router: RouterProcess, client: Client
+) -> None:
+    temp = consumer(client, None, dynamic=True, options=[lifetime(0x2B)], policy=None)
+    address = temp.address
+    assert address and address.startswith("_topo/0/R/temp.") and len(address) > 30
+    other = world.connect(router.url)
+    send(other, address, [Message(body="reply", durable=True)])  # anyone may send to it
+    world.run_until(lambda: temp.bodies == ["reply"], what="the reply")
+    thief = consumer(other, address)
+    world.run_until(lambda: thief.closed, what="refusal")
+    assert thief.link.remote_condition.name == "amqp:resource-locked"
+    assert address in nodes(world, router)
+    temp.close()  # delete-on-close: the node and what it held go
+    world.run_until(lambda: address not in nodes(world, router), what="the node deleted")
+    other.close()
+
+
+def test_delete_on_no_messages(world: World, router: RouterProcess, client: Client) -> None:
+    temp = consumer(client, None, dynamic=True, options=[lifetime(0x2D)], credit=0)
+    address = temp.address
+    send(client, address, [Message(body=1), Message(body=2)])
+    temp.flow(1)
+    world.run_until(lambda: temp.bodies == [1], what="one of two")
+    world.run_for(0.2)
+    assert address in nodes(world, router)  # one message still in it
+    temp.flow(1)
+    world.run_until(lambda: address not in nodes(world, router), what="emptied, deleted")

@@ -121,6 +121,7 @@ def outcome(nodes: Nodes, att: Attachment, d: Any) -> None:
         pump(nodes, att)
     if isinstance(att.node, Queue) or isinstance(queue, Subscription):
         unblock(nodes, att.node)
+    nodes.lifetime_check(att.node, emptied=True)
 
 
 def returned(nodes: Nodes, queue: Queue, held: Held, failed: bool, excluded: int | None) -> None:

@@ -16,23 +16,24 @@ At start the store's messages are taken back into their nodes before any link at
 
 from __future__ import annotations
 
+import secrets
 import time
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
-from router.addressing import split_container
+from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.forwarder import ACCEPTED, Message
 from router.log import get_logger
 from router.management import HOSTED_NODE
-from router.nodes import distribution, intake
-from router.nodes.config import NodeSettings
+from router.nodes import distribution, intake, lifetime
+from router.nodes.config import Binding, NodeSettings
 from router.nodes.facts import MessageFacts, facts_of
-from router.nodes.filters import parse_filters
+from router.nodes.filters import Filters, binding_filters, parse_filters
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
 from router.nodes.topic import Subscription, Topic, subscription_name
-from router.pn import data_get, data_put, lib, text
+from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
 
 if TYPE_CHECKING:
@@ -61,12 +62,27 @@ class Attachment:
         self.out: dict[Any, Held] = {}  # our unsettled deliveries on a consumer's link
 
 
+class Made:
+    """A node a client made: its lifetime policy, the connection it is exclusive to, and the
+    link that made it."""
+
+    __slots__ = ("conn", "creator", "policy")
+
+    def __init__(self, policy: str, conn: Connection, creator: Link) -> None:
+        self.policy = policy
+        self.conn = conn
+        self.creator = creator
+
+
 class Nodes:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.rules: TokenTree[tuple[str, NodeSettings]] = TokenTree()
         self.store: Store | None = None
         self.nodes: dict[str, Node] = {}
+        self.made: dict[str, Made] = {}  # nodes clients made (dynamic), by name
+        # A node's bindings (its address's), each with its compiled filters.
+        self.bindings: dict[str, list[tuple[Binding, Filters]]] = {}
         self.attached: dict[Link, Attachment] = {}
         # Durable messages stored but not yet synced: accepted by `flush`.
         self.awaiting: list[tuple[Link, Any] | Forward] = []
@@ -88,6 +104,11 @@ class Nodes:
                 hosting or self.hosts(node) == [self.router.id] or self.router.id in node.hosts
             )
         self.rules = rules
+        for name, hosted in self.nodes.items():
+            rule = rules.find(name) if name not in self.made else None
+            if rule is not None:  # live changes of limits, dead letter address, bindings
+                hosted.settings = rule[1]
+                self.bindings[name] = [(b, binding_filters(b)) for b in rule[1].bindings]
         if hosting and self.store is None and config.store.path:
             self.open_store(config)
 
@@ -160,6 +181,7 @@ class Nodes:
         else:
             made = Queue(name, settings, store, self.facts)
         self.nodes[name] = made
+        self.bindings[name] = [(b, binding_filters(b)) for b in settings.bindings]
         if name not in store.nodes():
             store.put_node(name, {"type": settings.type})
         log.info("node.created", node=name, type=settings.type)
@@ -176,10 +198,15 @@ class Nodes:
         host, or refused), False to leave it to the rest of the router."""
         p = link.pn
         terminus = lib.pn_link_remote_target(p) if link.incoming else lib.pn_link_remote_source(p)
-        if lib.pn_terminus_is_dynamic(terminus) or not self.rules:
-            return False
+        if lib.pn_terminus_is_dynamic(terminus):
+            return not link.incoming and self.make(link, terminus)
         address = text(lib.pn_terminus_get_address(terminus))
         if not address:
+            return False
+        made = self.made.get(address)
+        if made is not None:
+            return self.serve_made(link, address, made)
+        if not self.rules:
             return False
         router = self.router
         relayed = False
@@ -219,6 +246,85 @@ class Nodes:
         else:
             self.serve_consumer(link, node)
         return True
+
+    def make(self, link: Link, terminus: Any) -> bool:
+        """A dynamic receiver that asks for a node (router/nodes/lifetime.py): made here, if
+        this router has a store. False leaves it a plain dynamic reply address."""
+        store = self.store
+        if store is None:
+            return False
+        wanted = lifetime.requested(
+            data_get(lib.pn_terminus_properties(terminus)),
+            data_get(lib.pn_terminus_capabilities(terminus)),
+        )
+        if wanted is None:
+            return False
+        kind, policy = wanted
+        router = self.router
+        name = f"_topo/0/{router.id}/temp.{secrets.token_urlsafe(16)}"
+        settings = NodeSettings(type=kind)
+        node: Node = (
+            Topic(name, settings, store, self.facts)
+            if kind == "topic"
+            else Queue(name, settings, store, self.facts)
+        )
+        self.nodes[name] = node
+        self.made[name] = Made(policy, link.conn, link)
+
+        def deliver(msg: Message, fwd: Forward | None, _origin: Link | None) -> None:
+            self.message(name, msg, fwd)  # replies to it, routed here from anywhere
+
+        router.fwd.local_handlers[parse(name, router.id).key] = deliver
+        link.address = name
+        self.serve_consumer(link, node)
+        log.info("node.made", node=name, type=kind, lifetime=policy, conn=link.conn.conn_id)
+        return True
+
+    def serve_made(self, link: Link, name: str, made: Made) -> bool:
+        """A link to a node a client made: anyone may send to it, only its connection consume."""
+        node = self.nodes[name]
+        link.address = name
+        if link.incoming:
+            self.serve_producer(link, node)
+        elif link.conn is not made.conn:
+            self.router.linkrouter.refuse(
+                link,
+                "amqp:resource-locked",
+                f"node {name!r} is exclusive to the connection that made it",
+            )
+        else:
+            self.serve_consumer(link, node)
+        return True
+
+    def lifetime_check(self, node: Node, emptied: bool = False) -> None:
+        """A link to a made node went, or a message left it: does it go now?"""
+        made = self.made.get(node.name)
+        if made is None:
+            return
+        links = sum(1 for att in self.attached.values() if att.node is node)
+        creator = made.creator in self.attached
+        if lifetime.ended(made.policy, creator, links, emptied and node.depth == 0):
+            self.delete(node)
+
+    def delete(self, node: Node) -> None:
+        """A made node goes, with its messages; links still attached are detached."""
+        router = self.router
+        del self.made[node.name]
+        self.nodes.pop(node.name, None)
+        router.fwd.local_handlers.pop(parse(node.name, router.id).key, None)
+        for att in [att for att in self.attached.values() if att.node is node]:
+            del self.attached[att.link]
+            set_condition(
+                lib.pn_link_condition(att.link.pn),
+                "amqp:resource-deleted",
+                f"node {node.name!r} was deleted (its lifetime policy)",
+            )
+            router.detach(att.link)
+        queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
+        for queue in queues:
+            for held in list(queue.messages.values()):
+                queue.remove(held)
+        log.info("node.deleted", node=node.name)
 
     def serve_producer(self, link: Link, node: Node) -> None:
         p = link.pn
@@ -284,9 +390,15 @@ class Nodes:
     def detached(self, link: Link, closed: bool) -> None:
         """A node's link went (detached, closed, or its connection lost)."""
         att = self.attached.pop(link, None)
-        if att is None or att.queue is None:
+        if att is None:
             return
+        if att.queue is not None:
+            self.consumer_gone(att, closed)
+        self.lifetime_check(att.node)
+
+    def consumer_gone(self, att: Attachment, closed: bool) -> None:
         queue = att.queue
+        assert queue is not None
         # Sent but not settled: maybe processed, maybe not. Counted as a failed attempt.
         for held in att.out.values():
             distribution.returned(self, queue, held, failed=True, excluded=None)
@@ -341,9 +453,11 @@ class Nodes:
     def message(self, name: str, msg: Message, fwd: Forward | None) -> bool:
         """A routed message for node `name` here (`(this router)/name` too): False if there is
         no such node here."""
-        if self.lookup(name) is None:
-            return False
-        node = self.node(name)
+        node = self.nodes.get(name) if name in self.made else None
+        if node is None:
+            if self.lookup(name) is None:
+                return False
+            node = self.node(name)
         forwarder = self.router.fwd
         if node is None:
             forwarder.drop(fwd)

@@ -72,13 +72,24 @@ def take(nodes: Nodes, node: Node, data: bytes) -> bool | None:
     if node.full() and node.settings.atLimit == "reject":
         return None
     st = stamp(data, time.time())
+    bound = nodes.bindings.get(node.name, ())
+    facts = facts_of(data) if bound or isinstance(node, Topic) else None
+    moved = passed = False
+    for binding, filters in bound:
+        # Bindings accept implicitly: the target takes responsibility (seed 002 §3.3).
+        if facts is not None and filters.matches(facts):
+            distribution.send_to(nodes, binding.address, data)
+            passed = True
+            if binding.mode == "move":
+                moved = True
+                break
     if isinstance(node, Topic):
-        if node.subscriptions:
-            node.publish(data, facts_of(data), st.priority, st.expiry, st.durable)
+        if node.subscriptions and facts is not None:
+            node.publish(data, facts, st.priority, st.expiry, st.durable)
         else:
             node.enqueued += 1
-            node.dropped += 1
-    else:
+            node.dropped += 0 if passed else 1
+    elif not moved:
         node.put(data, st.priority, st.expiry, st.durable)
     return st.durable
 
