@@ -30,6 +30,7 @@ from router.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule, LinkRouteTable
 from router.links import Link
 from router.log import get_logger
+from router.nodes.transactions import TRANSACTIONAL_STATE, UNKNOWN_ID
 from router.pn import cbytes, copy_condition, lib, set_condition, text
 from router.streaming import open_session
 
@@ -294,6 +295,18 @@ class LinkRouter:
         peer = link.peer
         if peer is None:
             lib.pn_delivery_update(d, lib.PN_RELEASED)
+            lib.pn_delivery_settle(d)
+            return
+        if lib.pn_delivery_remote_state(d) == TRANSACTIONAL_STATE:
+            # Its transaction is this router's (router/nodes/transactions.py), which cannot
+            # enlist work done on another: refused rather than done outside the transaction.
+            set_condition(
+                lib.pn_disposition_condition(lib.pn_delivery_local(d)),
+                UNKNOWN_ID,
+                f"{link.address!r} is served by another router: transactions here cover only"
+                " the nodes this router hosts",
+            )
+            lib.pn_delivery_update(d, lib.PN_REJECTED)
             lib.pn_delivery_settle(d)
             return
         in_d = None if lib.pn_delivery_settled(d) else d

@@ -18,6 +18,7 @@ import pytest
 from clients import ACCEPTED, MODIFIED, REJECTED, Client, Management, World, settle
 from harness import RouterProcess
 from proton import Condition, Described, Message, symbol, ulong
+from proton.handlers import TransactionHandler
 from proton.reactor import Copy, DurableSubscription, DynamicNodeProperties, Filter
 
 DLQ = "jobs.dlq"
@@ -429,3 +430,86 @@ def test_delete_on_no_messages(world: World, router: RouterProcess, client: Clie
     assert address in nodes(world, router)  # one message still in it
     temp.flow(1)
     world.run_until(lambda: address not in nodes(world, router), what="emptied, deleted")
+
+
+class Transactions(TransactionHandler):
+    """A client's transaction, as python-qpid-proton's TransactionHandler sees it."""
+
+    def __init__(self, client: Client) -> None:
+        super().__init__()
+        self.client = client
+        self.txn: Any = None
+        self.outcome: str | None = None
+        client.world.container.declare_transaction(client.conn, handler=self)
+        client.world.run_until(lambda: self.txn is not None or self.outcome, what="declared")
+
+    def on_transaction_declared(self, event: Any) -> None:
+        self.txn = event.transaction
+
+    def on_transaction_declare_failed(self, event: Any) -> None:
+        self.outcome = "declare failed"
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self.outcome = "committed"
+
+    def on_transaction_aborted(self, event: Any) -> None:
+        self.outcome = "aborted"
+
+    def on_transaction_commit_failed(self, event: Any) -> None:
+        self.outcome = "commit failed"
+
+    def discharge(self, commit: bool) -> str | None:
+        self.txn.commit() if commit else self.txn.abort()
+        self.client.world.run_until(lambda: self.outcome is not None, what="discharged")
+        return self.outcome
+
+
+def test_transactional_sends_appear_at_commit_and_vanish_at_rollback(
+    world: World, router: RouterProcess, client: Client
+) -> None:
+    sender = client.sender("jobs.tx")
+    world.run_until(lambda: sender.credit > 0, what="credit")
+    first = Transactions(client)
+    for i in range(3):
+        first.txn.send(sender.link, Message(body=f"c{i}", durable=True))
+    world.run_for(0.3)
+    assert nodes(world, router)["jobs.tx"]["depth"] == 0  # nothing visible before the commit
+    assert first.discharge(commit=True) == "committed"
+    assert nodes(world, router)["jobs.tx"]["depth"] == 3
+    second = Transactions(client)
+    second.txn.send(sender.link, Message(body="gone"))
+    assert second.discharge(commit=False) == "aborted"
+    assert receive(client, "jobs.tx", 3).bodies == ["c0", "c1", "c2"]
+    world.run_for(0.3)
+    assert nodes(world, router)["jobs.tx"]["depth"] == 0
+
+
+def test_transactional_acknowledgements_apply_at_commit_and_redeliver_at_rollback(
+    world: World, router: RouterProcess, client: Client
+) -> None:
+    send(client, "jobs.txack", [Message(body=i, durable=True) for i in range(2)])
+    receiver = receive(client, "jobs.txack", 2, policy=None, credit=2)
+    rolled = Transactions(client)
+    for delivery in receiver.deliveries:
+        rolled.txn.accept(delivery)
+    assert rolled.discharge(commit=False) == "aborted"
+    world.run_until(lambda: len(receiver.messages) == 4, what="redelivered after rollback")
+    assert receiver.bodies == [0, 1, 0, 1]
+    committed = Transactions(client)
+    for delivery in receiver.deliveries[2:]:
+        committed.txn.accept(delivery)
+    world.run_for(0.2)
+    assert nodes(world, router)["jobs.txack"]["depth"] == 2  # not before the commit
+    assert committed.discharge(commit=True) == "committed"
+    assert nodes(world, router)["jobs.txack"]["depth"] == 0
+
+
+def test_an_unknown_transaction_is_refused(world: World, client: Client) -> None:
+    sender = client.sender("jobs.txbad")
+    world.run_until(lambda: sender.credit > 0, what="credit")
+    delivery = sender.link.send(Message(body="x"), tag="t1")
+    delivery.local.data = [b"no-such-txn"]
+    delivery.update(0x34)
+    world.run_until(lambda: delivery.remote_state != 0, what="refusal")
+    assert delivery.remote_state == REJECTED
+    assert delivery.remote.condition.name == "amqp:transaction:unknown-id"

@@ -17,6 +17,7 @@ from router.nodes.message import dead_lettered, redelivered
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue
 from router.nodes.topic import Subscription
+from router.nodes.transactions import Transaction
 from router.pn import get_condition, lib
 from router.sections import EMPTY_ANNOTATIONS, scan
 
@@ -76,6 +77,12 @@ def outcome(nodes: Nodes, att: Attachment, d: Any) -> None:
     if held is None:
         if lib.pn_delivery_settled(d):
             lib.pn_delivery_settle(d)
+        return
+    txn = nodes.coordinator.enlisted(d)
+    if txn is not False:
+        if isinstance(txn, Transaction):
+            del att.out[d]  # the transaction has it now, applied at its discharge
+            nodes.coordinator.outcome(txn, att, d, held)
         return
     state = lib.pn_delivery_remote_state(d)
     if state not in TERMINAL:

@@ -33,6 +33,7 @@ from router.nodes.filters import Filters, binding_filters, parse_filters
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
 from router.nodes.topic import Subscription, Topic, subscription_name
+from router.nodes.transactions import Coordinator
 from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
 
@@ -87,6 +88,7 @@ class Nodes:
         # Durable messages stored but not yet synced: accepted by `flush`.
         self.awaiting: list[tuple[Link, Any] | Forward] = []
         self.sub_keys = count(1)
+        self.coordinator = Coordinator(self)
         self.configure(router.config)
         router.fwd.hosted = self.route
 
@@ -197,6 +199,8 @@ class Nodes:
         """A peer attached `link`: True if it is for a hosted node (served here, relayed to its
         host, or refused), False to leave it to the rest of the router."""
         p = link.pn
+        if link.incoming and self.coordinator.attach(link):
+            return True
         terminus = lib.pn_link_remote_target(p) if link.incoming else lib.pn_link_remote_source(p)
         if lib.pn_terminus_is_dynamic(terminus):
             return not link.incoming and self.make(link, terminus)
@@ -389,6 +393,9 @@ class Nodes:
 
     def detached(self, link: Link, closed: bool) -> None:
         """A node's link went (detached, closed, or its connection lost)."""
+        if link in self.coordinator.links:
+            self.coordinator.link_gone(link)
+            return
         att = self.attached.pop(link, None)
         if att is None:
             return
@@ -400,7 +407,8 @@ class Nodes:
         queue = att.queue
         assert queue is not None
         # Sent but not settled: maybe processed, maybe not. Counted as a failed attempt.
-        for held in att.out.values():
+        # Last first: each goes back to the head of its queue, so the oldest ends first.
+        for held in reversed(list(att.out.values())):
             distribution.returned(self, queue, held, failed=True, excluded=None)
         att.out.clear()
         if att.sub is not None:
@@ -418,7 +426,9 @@ class Nodes:
             distribution.pump(self, att)
 
     def connection_closed(self, conn: Connection) -> None:
-        for link in [link for link in self.attached if link.conn is conn]:
+        for link in [
+            link for link in (*self.attached, *self.coordinator.links) if link.conn is conn
+        ]:
             self.detached(link, closed=False)
 
     # ----- messages in ------------------------------------------------------------------------
@@ -426,6 +436,8 @@ class Nodes:
     def delivery(self, link: Link, d: Any) -> None:
         att = self.attached.get(link)
         if att is None:
+            if link in self.coordinator.links:
+                self.coordinator.control(link, d)
             return
         if link.incoming:
             intake.transfer(self, att, d)

@@ -17,6 +17,7 @@ from router.nodes import distribution
 from router.nodes.facts import facts_of
 from router.nodes.message import stamp
 from router.nodes.topic import Topic
+from router.nodes.transactions import UNKNOWN_ID, Transaction
 from router.pn import lib, set_condition
 
 if TYPE_CHECKING:
@@ -35,6 +36,14 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
     if data is None:
         return
     presettled = bool(lib.pn_delivery_settled(d))
+    txn = nodes.coordinator.enlisted(d)
+    if txn is not False:
+        if isinstance(txn, Transaction):
+            nodes.coordinator.send(txn, att.node, bytes(data), d)
+        else:
+            settle(d, presettled, REJECTED, (UNKNOWN_ID, "no such transaction here"))
+        credit(nodes, link, att.node)
+        return
     try:
         accepted = take(nodes, att.node, bytes(data))
     except ValueError as err:
