@@ -159,3 +159,40 @@ def test_kill_9_mid_stream_keeps_every_accepted_message(world: World, tmp_path: 
         assert set(accepted) <= set(got.bodies)
         assert len(got.bodies) == len(set(got.bodies))
         c.close()
+
+
+def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Path) -> None:
+    """The hosts change (a live configuration change, as when the operator scales the hosting
+    Router): the old host sends a node's messages to the new one; none lost, none twice."""
+    on_a = [{"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}}]
+    a = interior(tmp_path, "A", addresses=on_a)
+    b = interior(tmp_path, "B", connect=a, addresses=on_a)
+    for router, name in ((a, "store-a"), (b, "store-b")):
+        router.config["store"] = {"path": str(tmp_path / name)}
+    with started(a, b):
+        wait_for_router(world, b, "A")
+        c = world.connect(b.url)
+        send(c, "jobs.moving", [Message(body=i, durable=True) for i in range(300)])
+        assert depth(world, a, "jobs.moving") == 300
+        for router in (a, b):
+            router.config["addresses"] = [
+                {"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}}
+            ]
+            router.rewrite_config()
+        world.run_until(
+            lambda: depth(world, b, "jobs.moving") == 300, timeout=20.0, what="moved to B"
+        )
+        world.run_until(
+            lambda: "jobs.moving" not in {r.get("name") for r in rows(world, a)},
+            what="A to drop its empty node",
+        )
+        assert receive(c, "jobs.moving", 300).bodies == list(range(300))
+        c.close()
+
+
+def rows(world: World, router: RouterProcess) -> list[dict[str, object]]:
+    c = world.connect(router.url)
+    try:
+        return Management(c).query("io.routernet.node", ["name", "depth"])
+    finally:
+        c.close()

@@ -30,6 +30,7 @@ from router.nodes import distribution, intake, lifetime
 from router.nodes.config import Binding, NodeSettings
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import Filters, binding_filters, parse_filters
+from router.nodes.moving import Mover
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
 from router.nodes.topic import Subscription, Topic, subscription_name
@@ -89,6 +90,7 @@ class Nodes:
         self.awaiting: list[tuple[Link, Any] | Forward] = []
         self.sub_keys = count(1)
         self.coordinator = Coordinator(self)
+        self.mover = Mover(self)
         self.configure(router.config)
         router.fwd.hosted = self.route
 
@@ -406,10 +408,11 @@ class Nodes:
     def consumer_gone(self, att: Attachment, closed: bool) -> None:
         queue = att.queue
         assert queue is not None
-        # Sent but not settled: maybe processed, maybe not. Counted as a failed attempt.
+        # Maybe processed, maybe not: a failed attempt (not so for a move that did not finish).
+        failed = not self.mover.moving(att.link)
         # Last first: each goes back to the head of its queue, so the oldest ends first.
         for held in reversed(list(att.out.values())):
-            distribution.returned(self, queue, held, failed=True, excluded=None)
+            distribution.returned(self, queue, held, failed=failed, excluded=None)
         att.out.clear()
         if att.sub is not None:
             queue.forget_subscriber(att.sub.key)
@@ -493,8 +496,17 @@ class Nodes:
 
     # ----- time and management ----------------------------------------------------------------
 
+    def forget(self, node: Node) -> None:
+        """A node that lives elsewhere now, emptied here: no trace of it stays."""
+        self.nodes.pop(node.name, None)
+        self.bindings.pop(node.name, None)
+        if self.store is not None:
+            self.store.drop_node(node.name)
+        log.info("node.moved", node=node.name)
+
     def tick(self, now: float) -> None:
-        """From housekeeping: expire what is past its time."""
+        """From housekeeping: expire what is past its time, move what belongs elsewhere."""
+        self.mover.tick(now)
         for node in list(self.nodes.values()):
             queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
             for queue in queues:
