@@ -28,7 +28,10 @@ What RabbitMQ 3.10.8 does on AMQP 1.0, which tests through a link route will mee
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -38,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from harness import free_port
 from proton.utils import BlockingConnection
@@ -48,6 +52,29 @@ RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 STARTUP_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 LOG_TAIL = 8000  # characters of the log quoted in a start failure
+
+
+def _password_hash(password: str, salt: bytes = b"rnet") -> str:
+    """RabbitMQ's rabbit_password_hashing_sha256: base64(salt + sha256(salt + password))."""
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+
+
+# A node that loads definitions at boot creates no default user or vhost (clients then fail
+# with default_user_missing), so definitions start from what a fresh node would have.
+GUEST_DEFINITIONS: dict[str, Any] = {
+    "users": [
+        {
+            "name": "guest",
+            "password_hash": _password_hash("guest"),
+            "hashing_algorithm": "rabbit_password_hashing_sha256",
+            "tags": ["administrator"],
+        }
+    ],
+    "vhosts": [{"name": "/"}],
+    "permissions": [
+        {"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}
+    ],
+}
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -95,14 +122,18 @@ class Broker:
         host: str = "127.0.0.1",
         port: int | None = None,
         container_id: str | None = None,
+        definitions: dict[str, Any] | None = None,
     ) -> None:
         """`workdir` None: a temporary directory, removed by `stop`. `port` None: a free one.
-        `container_id` None: "broker-<port>"."""
+        `container_id` None: "broker-<port>". `definitions`: RabbitMQ definitions (exchanges,
+        queues with their arguments, bindings, policies) the node loads as it boots, for what
+        AMQP 1.0 on 3.10 cannot declare (a queue's x-dead-letter-exchange, x-max-priority)."""
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="broker-")) if workdir is None else workdir
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.container_id = container_id or f"broker-{self.port}"
+        self.definitions = definitions
         self.log_path = self.workdir / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.epmd: subprocess.Popen[bytes] | None = None
@@ -148,6 +179,11 @@ class Broker:
             # The default (50 MB free) would block publishers on a nearly full CI disk.
             "disk_free_limit.absolute = 10MB\n"
         )
+        if self.definitions is not None:
+            path = self.workdir / "definitions.json"
+            path.write_text(json.dumps({**GUEST_DEFINITIONS, **self.definitions}))
+            with config.open("a") as f:
+                f.write(f"load_definitions = {path}\n")
         (self.workdir / "enabled_plugins").write_text("[rabbitmq_amqp1_0].\n")
         (self.workdir / "rabbitmq-env.conf").write_text("")  # not /etc/rabbitmq's
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}

@@ -1,20 +1,13 @@
 """Interoperability with rhea, the Node.js AMQP 1.0 client, through a real router process.
 
-Each scenario is a small CommonJS script in tests/rhea/ that takes its arguments as one JSON
-object and prints JSON lines: `{"event": ...}` while it runs, then one `{"result": ...}` (or
-`{"error": ...}`). The scripts have their own deadline; the test also bounds every wait and kills
-the process on the way out. python-qpid-proton clients run in the test's own event loop (the
+Each scenario is a small CommonJS script in tests/rhea/, run as a child process by
+tests/rhea_scripts.py (arguments in as one JSON object, JSON lines out; every wait bounded, the
+process killed on the way out). python-qpid-proton clients run in the test's own event loop (the
 `world` fixture) and are pumped while the script runs.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,11 +16,9 @@ import pytest
 from clients import ACCEPTED, REJECTED, Receiver, World
 from harness import RouterProcess
 from proton import Message
+from rhea_scripts import SCRIPT_TIMEOUT, NodeScript, endpoint, wait_for
 
 pytestmark = pytest.mark.network
-
-RHEA_DIR = Path(__file__).resolve().parent / "rhea"
-SCRIPT_TIMEOUT = 20.0
 
 
 def rhea_body(i: int) -> Any:
@@ -35,81 +26,6 @@ def rhea_body(i: int) -> Any:
     if i % 2 == 0:
         return f"message {i} ünïcødé ✓ " + "x" * (i % 50)
     return {"binary": (bytes([i % 256]) * (i % 100 + 1)).hex()}
-
-
-class NodeScript:
-    """One rhea script as a child process; its stdout is read without blocking the test."""
-
-    def __init__(self, script: str, log_dir: Path, **args: Any) -> None:
-        node = shutil.which("node")
-        if node is None or not (RHEA_DIR / "node_modules" / "rhea").is_dir():
-            pytest.fail(
-                "node and tests/rhea/node_modules are needed: run `make test` "
-                "or `cd tests/rhea && npm ci`"
-            )
-        args.setdefault("timeout", SCRIPT_TIMEOUT)
-        self.name = script
-        self.stderr_path = log_dir / f"{script}.stderr"
-        with self.stderr_path.open("wb") as stderr:
-            self.proc = subprocess.Popen(
-                [node, str(RHEA_DIR / script), json.dumps(args)],
-                cwd=RHEA_DIR,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-            )
-        self.lines: list[dict[str, Any]] = []
-        self._partial = b""
-        self._eof = False
-
-    def poll(self) -> list[dict[str, Any]]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while not self._eof and select.select([fd], [], [], 0)[0]:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                self._eof = True
-                break
-            self._partial += chunk
-            *done, self._partial = self._partial.split(b"\n")
-            self.lines += [json.loads(line) for line in done if line.strip()]
-        return self.lines
-
-    def _failure(self) -> str | None:
-        for line in self.poll():
-            if "error" in line:
-                return f"{self.name} failed: {line['error']}\n{self.stderr()}"
-        if self._eof and self.proc.poll() is not None and self.proc.returncode != 0:
-            return f"{self.name} exited with {self.proc.returncode}\n{self.stderr()}"
-        return None
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def has_event(self, name: str) -> bool:
-        failure = self._failure()
-        assert failure is None, failure
-        return any(line.get("event") == name for line in self.lines)
-
-    def finished(self) -> bool:
-        failure = self._failure()
-        assert failure is None, failure
-        return any("result" in line for line in self.lines) or self._eof
-
-    def result(self) -> dict[str, Any]:
-        for line in self.poll():
-            if "result" in line:
-                return line["result"]
-        raise AssertionError(
-            f"{self.name} gave no result (exit {self.proc.poll()}, printed {self.lines}, "
-            f"unterminated {self._partial[:200]!r})\n{self.stderr()}"
-        )
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -125,18 +41,6 @@ def node(tmp_path: Path) -> Iterator[Callable[..., NodeScript]]:
     yield start
     for proc in started:
         proc.close()
-
-
-def endpoint(router: RouterProcess) -> dict[str, Any]:
-    return {"host": router.host, "port": router.port}
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """For tests with no python client: nothing to pump while waiting."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_rhea_to_rhea_unsettled_bodies_intact(
