@@ -24,6 +24,7 @@ from router.management import (
     CONNECTION,
     CONTAINER,
     ENTITY_ATTRIBUTES,
+    HOSTED_NODE,
     LINK,
     LISTENER,
     MANAGEMENT,
@@ -373,6 +374,7 @@ def test_get_types() -> None:
         ADDRESS,
         NODE,
         CONTAINER,
+        HOSTED_NODE,
     }
 
 

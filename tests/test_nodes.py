@@ -20,6 +20,7 @@ from harness import RouterProcess
 from proton import Condition, Described, Message, symbol, ulong
 from proton.handlers import TransactionHandler
 from proton.reactor import Copy, DurableSubscription, DynamicNodeProperties, Filter
+from test_telemetry import samples, telemetry, value
 
 DLQ = "jobs.dlq"
 LINK_NAMES = count(1)
@@ -513,3 +514,21 @@ def test_an_unknown_transaction_is_refused(world: World, client: Client) -> None
     world.run_until(lambda: delivery.remote_state != 0, what="refusal")
     assert delivery.remote_state == REJECTED
     assert delivery.remote.condition.name == "amqp:transaction:unknown-id"
+
+
+def test_hosted_nodes_in_the_metrics(world: World, tmp_path: Path) -> None:
+    router = hosting(tmp_path)
+    base = telemetry(router)
+    with router:
+        c = world.connect(router.url)
+        send(c, "jobs.metered", [Message(body=i) for i in range(5)])
+        taker = receive(c, "jobs.metered", 2, credit=2, policy=None)
+        for delivery in taker.deliveries[:2]:
+            settle(delivery, ACCEPTED)
+        world.run_until(lambda: nodes(world, router)["jobs.metered"]["depth"] == 3, what="2 taken")
+        c.close()
+        found = samples(base)
+        labels = {"router": "R", "node": "jobs.metered", "type": "queue"}
+        assert value(found, "routernet_node_depth", **labels) == 3
+        assert value(found, "routernet_node_messages_total", event="enqueued", **labels) == 5
+        assert value(found, "routernet_node_messages_total", event="dequeued", **labels) == 2

@@ -5,8 +5,9 @@ answers requests from a client on the other (request/response with a dynamic rep
 as AMQP Management works); a reading published on an interior reaches subscribers on an interior
 and on both edges, one copy each (the examples declare that address multicast). `routernet
 status`, while the subscribers are still attached, shows the connections and where the network
-knows consumers; `routernet down` stops every router, whatever happened before (Ctrl-C
-included).
+knows consumers; 200 durable jobs sent to a queue the network hosts wait there, with no worker
+attached, until a worker on the other edge takes them; `routernet down` stops every router,
+whatever happened before (Ctrl-C included).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ SERVICE_ADDRESS = "requests.echo"
 READINGS_ADDRESS = "sensors.kitchen.temperature"
 ORDERS_ADDRESS = "orders.eu"
 ORDERS = 100  # from each edge
+JOBS_ADDRESS = "jobs.thumbnails"
+JOBS = 200
 
 
 def routernet(*args: str) -> None:
@@ -199,6 +202,33 @@ def orders(consumers: Sequence[dict[str, Any]], senders: Sequence[dict[str, Any]
             thread.join(TIMEOUT)
 
 
+def jobs(sender: dict[str, Any], worker: dict[str, Any], report: Callable[[], Any]) -> None:
+    """Durable JOBS into a queue the network hosts, with no worker yet: they wait on its host
+    (the status shows where, and how many), then a worker on another router takes them."""
+    print(f"\n{JOBS} durable jobs to the queue {JOBS_ADDRESS!r} from {sender['id']}, no worker yet")
+    conn = BlockingConnection(url(sender), timeout=TIMEOUT)
+    try:
+        out = conn.create_sender(JOBS_ADDRESS)
+        for i in range(JOBS):
+            out.send(Message(body=f"job {i}", durable=True))  # returns once accepted (stored)
+    finally:
+        conn.close()
+    node = next(n for n in report()["nodes"] if n["name"] == JOBS_ADDRESS)
+    print(f"  stored on {node['router']}: depth {node['depth']}")
+    conn = BlockingConnection(url(worker), timeout=TIMEOUT)
+    try:
+        receiver = conn.create_receiver(JOBS_ADDRESS, credit=JOBS)
+        bodies = []
+        for _ in range(JOBS):
+            bodies.append(receiver.receive(TIMEOUT).body)
+            receiver.accept()
+    finally:
+        conn.close()
+    if bodies != [f"job {i}" for i in range(JOBS)]:
+        raise SystemExit(f"the worker got the jobs out of order: {bodies[:5]}...")
+    print(f"  a worker on {worker['id']} took all {JOBS}, in order")
+
+
 def wait_for(what: str, check: Callable[[], Any]) -> Any:
     """Polls ``check`` until it returns something true, and returns that."""
     deadline = time.monotonic() + TIMEOUT
@@ -260,6 +290,7 @@ def traffic(state_dir: Path, show_status: Callable[[], None]) -> None:
     subscribers = [routers[edges[0]], routers[interiors[0]], routers[edges[-1]]]
     multicast(routers[interiors[-1]], subscribers, then=show_status)
     orders([routers[interiors[0]], routers[edges[0]]], [routers[interiors[-1]], routers[edges[-1]]])
+    jobs(routers[edges[0]], routers[edges[-1]], lambda: local.status(state_dir))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

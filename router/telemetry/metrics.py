@@ -57,6 +57,7 @@ class RouterCollector(Collector):
         yield from self._addresses(rid)
         yield from self._connections_and_links(rid)
         yield from self._network(rid)
+        yield from self._nodes(rid)
         yield from self._telemetry(rid)
 
     def _router_counters(self, rid: str) -> Iterator[Metric]:
@@ -235,6 +236,36 @@ class RouterCollector(Collector):
         )
         queued.add_metric([rid], sum(len(lk.queue) for lk in all_links if not lk.incoming))
         yield queued
+
+    def _nodes(self, rid: str) -> Iterator[Metric]:
+        """The queues and topics this router hosts (router/nodes/)."""
+        labels = ["router", "node", "type"]
+        depth = GaugeMetricFamily(
+            "routernet_node_depth", "Messages a hosted queue or topic holds now.", labels=labels
+        )
+        size = GaugeMetricFamily(
+            "routernet_node_bytes", "Bytes of the messages a hosted node holds now.", labels=labels
+        )
+        events = CounterMetricFamily(
+            "routernet_node_messages",
+            "Messages into (enqueued) and out of (dequeued, dead_lettered, expired) a hosted node.",
+            labels=[*labels, "event"],
+        )
+        for name, node in list(self.router.nodes.nodes.items()):
+            values = node.counters()
+            key = [rid, name, node.kind]
+            depth.add_metric(key, values["depth"])
+            size.add_metric(key, values["bytes"])
+            for event, field in (
+                ("enqueued", "enqueued"),
+                ("dequeued", "dequeued"),
+                ("dead_lettered", "deadLettered"),
+                ("expired", "expired"),
+            ):
+                events.add_metric([*key, event], values[field])
+        yield depth
+        yield size
+        yield events
 
     def _network(self, rid: str) -> Iterator[Metric]:
         network = self.router.network
