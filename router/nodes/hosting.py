@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.forwarder import ACCEPTED, Message
+from router.linkroutes import LINK_BALANCED, LinkRouteRule
 from router.log import get_logger
 from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
@@ -89,6 +90,9 @@ class Nodes:
         # Durable messages stored but not yet synced: accepted by `flush`.
         self.awaiting: list[tuple[Link, Any] | Forward] = []
         self.sub_keys = count(1)
+        # Link-route keys for the addresses hosted here, and those advertised (`advertise`).
+        self.served: set[str] = set()
+        self.advertised: set[str] = set()
         self.coordinator = Coordinator(self)
         self.mover = Mover(self)
         self.configure(router.config)
@@ -99,14 +103,18 @@ class Nodes:
     def configure(self, config: RouterConfig) -> None:
         rules: TokenTree[tuple[str, NodeSettings]] = TokenTree()
         hosting = False
+        me = self.router.id
+        self.served = set()
         for address in config.addresses:
             node = address.node
             if node is None:
                 continue
             rules.add(rule_tokens(address.prefix, address.pattern), (address.key, node))
-            hosting = (
-                hosting or self.hosts(node) == [self.router.id] or self.router.id in node.hosts
-            )
+            if self.hosts(node) == [me] or me in node.hosts:
+                hosting = True
+                for direction in ("in", "out"):
+                    route = LinkRouteRule(direction, address.prefix, address.pattern, me)
+                    self.served.add(route.key)
         self.rules = rules
         for name, hosted in self.nodes.items():
             rule = rules.find(name) if name not in self.made else None
@@ -504,8 +512,23 @@ class Nodes:
             self.store.drop_node(node.name)
         log.info("node.moved", node=node.name)
 
+    def advertise(self) -> None:
+        """A host advertises its nodes' addresses as link routes toward it, as Dispatch keys
+        them (`C`/`D` + prefix), so that a qdrouterd in the network link-routes its clients'
+        links there (a host that is not a node's own relays the link on to it). Our routers
+        need none of it: they place nodes themselves."""
+        network = self.router.network
+        if network is None or self.served == self.advertised:
+            return
+        for key in sorted(self.served - self.advertised):
+            network.control.add_local(key, LINK_BALANCED)
+        for key in sorted(self.advertised - self.served):
+            network.control.remove_local(key)
+        self.advertised = set(self.served)
+
     def tick(self, now: float) -> None:
         """From housekeeping: expire what is past its time, move what belongs elsewhere."""
+        self.advertise()
         self.mover.tick(now)
         for node in list(self.nodes.values()):
             queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
