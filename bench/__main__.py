@@ -1,8 +1,10 @@
 """`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Four suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
+Five suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
 `network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
-router, what telemetry costs), `collector` (telemetry records per second into Parquet, through a
+router, what telemetry costs), `nodes` (a queue the routers host, durable and not, through the
+network and on its host, against RabbitMQ's classic and quorum queues; recovery of a million
+messages after `kill -9`), `collector` (telemetry records per second into Parquet, through a
 router) and `autoscaling` (time to scale out under load, messages lost scaling in). Exits 1
 if any scenario failed, after still writing what the others measured.
 """
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import autoscaling, collector, network, one_router
+from bench import autoscaling, collector, network, nodes, one_router
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
 
@@ -23,7 +25,7 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network", "collector", "autoscaling")
+SUITES = ("one-router", "network", "nodes", "collector", "autoscaling")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +36,12 @@ def _parser() -> argparse.ArgumentParser:
         help="which benchmark to run (default: all; one-router with --via broker); pipeline"
         " (Spark analyze over 10M records against DuckDB, bench/pipeline.py) runs only when named",
     )
-    p.add_argument("--count", type=int, help=f"messages per throughput run ({DEFAULT_COUNT:,})")
+    p.add_argument(
+        "--count",
+        type=int,
+        help=f"messages per throughput run ({DEFAULT_COUNT:,}; nodes: {nodes.DEFAULT_COUNT:,}, "
+        f"and in the queue it recovers, {nodes.RECOVERY_COUNT:,})",
+    )
     p.add_argument(
         "--quick",
         action="store_true",
@@ -77,13 +84,18 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
-    if suite in ("collector", "autoscaling"):
+    if suite in ("nodes", "collector", "autoscaling"):
         return RESULTS_DIR / f"{suite}.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
 
 def _markdown(results: dict[str, Any]) -> str:
-    modules = {"network": network, "collector": collector, "autoscaling": autoscaling}
+    modules = {
+        "network": network,
+        "nodes": nodes,
+        "collector": collector,
+        "autoscaling": autoscaling,
+    }
     return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
 
@@ -104,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     available = {
         "one-router": [s.name for s in one_router.scenarios(args.via)],
         "network": [*network.SCENARIOS, *network.EXTRA_SCENARIOS],
+        "nodes": list(nodes.SCENARIOS),
         "collector": list(collector.SCENARIOS),
         "autoscaling": list(autoscaling.SCENARIOS),
     }
@@ -111,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "autoscaling": list(autoscaling.SCENARIOS),
         "one-router": available["one-router"],
         "network": list(network.SCENARIOS),
+        "nodes": list(nodes.SCENARIOS),
         "collector": list(collector.SCENARIOS),
     }
     suites = list(SUITES) if suite == "all" else [suite]
@@ -149,6 +163,16 @@ def main(argv: list[str] | None = None) -> int:
                 collector.QUICK_RECORDS if args.quick else collector.DEFAULT_RECORDS
             )
             results = collector.run(chosen, records, log_dir=output.parent)
+        elif s == "nodes":
+            assert clients is not None
+            results = nodes.run(
+                clients,
+                chosen,
+                count=args.count or (nodes.QUICK_COUNT if args.quick else nodes.DEFAULT_COUNT),
+                recovery_count=args.count
+                or (nodes.QUICK_RECOVERY_COUNT if args.quick else nodes.RECOVERY_COUNT),
+                log_dir=output.parent,
+            )
         elif s == "autoscaling":
             assert clients is not None
             results = autoscaling.run(clients, chosen)

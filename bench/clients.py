@@ -154,21 +154,43 @@ PIPES: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "
 
 
 def receiver_args(
-    clients: Clients, port: int | None, count: int, trace: Path | None = None
+    clients: Clients,
+    port: int | None,
+    count: int,
+    trace: Path | None = None,
+    *,
+    address: str = ADDRESS,
 ) -> list[str | Path]:
     """The receiver's command line: attached to `port`'s router, or listening if None.
 
     With `trace`, it also writes every message's sequence number, send and arrival times there.
     """
     mode = ["listen", HOST, "0"] if port is None else ["connect", HOST, str(port)]
-    return [clients.receiver, *mode, ADDRESS, str(count), *([trace] if trace else [])]
+    return [clients.receiver, *mode, address, str(count), *([trace] if trace else [])]
 
 
 def sender_args(
-    clients: Clients, port: int, count: int, rate: float, presettled: bool
+    clients: Clients,
+    port: int,
+    count: int,
+    rate: float,
+    presettled: bool,
+    *,
+    durable: bool = False,
+    address: str = ADDRESS,
 ) -> list[str | Path]:
+    """The sender's command line; `durable` sets the durable header on every message."""
     settle = "presettled" if presettled else "unsettled"
-    return [clients.sender, HOST, str(port), ADDRESS, str(count), f"{rate:.1f}", settle]
+    return [
+        clients.sender,
+        HOST,
+        str(port),
+        address,
+        str(count),
+        f"{rate:.1f}",
+        settle,
+        *(["durable"] if durable else []),
+    ]
 
 
 def wait_ready(receiver: subprocess.Popen[str], timeout: float = 30) -> str:
@@ -209,20 +231,26 @@ def transfer(
     rate: float,
     presettled: bool,
     receive_port: int | None = None,
+    durable: bool = False,
+    address: str = ADDRESS,
 ) -> Transfer:
     """Sends `count` messages from a fresh sender to a fresh receiver and waits for both.
 
     `port` is the intermediary's; None makes the receiver listen and the sender connect to it
     directly, the peer-to-peer baseline. `receive_port`, if given, is where the receiver
     attaches instead (another router of a network). `rate` is messages/s, 0 for as fast as
-    possible.
+    possible. `durable` marks the messages durable; `address` is both ends' (default "bench").
     """
     timeout = 30 + 2 * count / (rate or SLOWEST_MSGS_PER_S)
     attach = port if receive_port is None else receive_port
-    with running(receiver_args(clients, attach, count), **PIPES) as receiver:
+    receiving = receiver_args(clients, attach, count, address=address)
+    with running(receiving, **PIPES) as receiver:
         ready = wait_ready(receiver)
         target = int(ready) if port is None else port
-        with running(sender_args(clients, target, count, rate, presettled), **PIPES) as sender:
+        sending = sender_args(
+            clients, target, count, rate, presettled, durable=durable, address=address
+        )
+        with running(sending, **PIPES) as sender:
             if presettled:
                 # The receiver stops by itself, with every message or after a quiet spell (a
                 # pre-settled message may be dropped); the sender is done by then.

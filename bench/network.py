@@ -270,6 +270,7 @@ def network(
     append: bool = False,
     source: bool = False,
     telemetry: dict[str, Any] | None = None,
+    config: Callable[[str], dict[str, Any]] | None = None,
 ) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
     """Starts one fresh interior router per spec and waits until every router reaches every
     other at its shortest-path cost; yields the routers and each one's `router.node` view.
@@ -277,7 +278,8 @@ def network(
     `<log_dir>/<scenario>-<id>.log`, appended to if `append`. `source`: the routers run their
     plain Python source. `telemetry`: the routers' telemetry section, in a JSON config file
     beside the log (`<scenario>-<id>.config.log`, ignored by git like the logs; the flags give
-    the rest)."""
+    the rest). `config`: more of each router's configuration by its id (`addresses`, `store`),
+    in that same file."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
     expected = shortest_costs(specs)
@@ -302,10 +304,14 @@ def network(
             ]
             for peer, cost in spec.connect:
                 command += ["--connect", f"{HOST}:{ports[peer][1]},cost={cost}"]
-            if telemetry is not None:
-                config = log_dir / f"{scenario}-{spec.id}.config.log"  # JSON; beside the log
-                config.write_text(json.dumps({"router": {"id": spec.id}, "telemetry": telemetry}))
-                command += ["--config", str(config)]
+            if telemetry is not None or config is not None:
+                settings: dict[str, Any] = {"router": {"id": spec.id}}
+                settings.update(config(spec.id) if config is not None else {})
+                if telemetry is not None:
+                    settings["telemetry"] = telemetry
+                path = log_dir / f"{scenario}-{spec.id}.config.log"  # JSON; beside the log
+                path.write_text(json.dumps(settings))
+                command += ["--config", str(path)]
             log = stack.enter_context(
                 (log_dir / f"{scenario}-{spec.id}.log").open("ab" if append else "wb")
             )

@@ -8,7 +8,9 @@ rabbitmq-server (3.10.8) ships the rabbitmq_amqp1_0 plugin, which answers AMQP 1
 ordinary listener; scripts/system-deps.sh installs it.
 
 Each `Broker` is a node of its own: config, database, Erlang cookie and logs in its work
-directory, one listener on `host:port`, nothing else (no management plugin, no system service).
+directory, one listener on `host:port`, nothing else (no system service; the management plugin
+and its HTTP API on `host:management_port` only when asked, as the benchmark does to declare a
+quorum queue, which AMQP 1.0 cannot in 3.10.8).
 Erlang distribution cannot be turned off, so the node gets a private epmd and a distribution
 port on 127.0.0.1, both free ports, and never touches port 4369 (tests run in parallel under
 pytest-xdist). `stop` ends both processes and anything they started, however the test ended.
@@ -123,17 +125,21 @@ class Broker:
         port: int | None = None,
         container_id: str | None = None,
         definitions: dict[str, Any] | None = None,
+        management: bool = False,
     ) -> None:
         """`workdir` None: a temporary directory, removed by `stop`. `port` None: a free one.
         `container_id` None: "broker-<port>". `definitions`: RabbitMQ definitions (exchanges,
         queues with their arguments, bindings, policies) the node loads as it boots, for what
-        AMQP 1.0 on 3.10 cannot declare (a queue's x-dead-letter-exchange, x-max-priority)."""
+        AMQP 1.0 on 3.10 cannot declare (a queue's x-dead-letter-exchange, x-max-priority).
+        `management`: also the management plugin, its HTTP API on `management_url`
+        (guest/guest from loopback)."""
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="broker-")) if workdir is None else workdir
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.container_id = container_id or f"broker-{self.port}"
         self.definitions = definitions
+        self.management_port = free_port(host) if management else None
         self.log_path = self.workdir / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.epmd: subprocess.Popen[bytes] | None = None
@@ -141,6 +147,11 @@ class Broker:
     @property
     def url(self) -> str:
         return f"amqp://{self.host}:{self.port}"
+
+    @property
+    def management_url(self) -> str:
+        assert self.management_port is not None, "started without management"
+        return f"http://{self.host}:{self.management_port}/api"
 
     # ----- lifecycle ---------------------------------------------------------------------
 
@@ -184,7 +195,13 @@ class Broker:
             path.write_text(json.dumps({**GUEST_DEFINITIONS, **self.definitions}))
             with config.open("a") as f:
                 f.write(f"load_definitions = {path}\n")
-        (self.workdir / "enabled_plugins").write_text("[rabbitmq_amqp1_0].\n")
+        plugins = "rabbitmq_amqp1_0"
+        if self.management_port is not None:
+            plugins += ",rabbitmq_management"
+            with config.open("a") as f:
+                f.write(f"management.tcp.ip = {self.host}\n")
+                f.write(f"management.tcp.port = {self.management_port}\n")
+        (self.workdir / "enabled_plugins").write_text(f"[{plugins}].\n")
         (self.workdir / "rabbitmq-env.conf").write_text("")  # not /etc/rabbitmq's
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
         env.update(

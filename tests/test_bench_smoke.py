@@ -1,6 +1,7 @@
 """Proves the benchmark harness works end to end without waiting for a real benchmark run:
 the C clients compile, a peer-to-peer transfer of a few thousand messages completes in both
-settlement modes, so does one through a chain of three routers, and the results render as the
+settlement modes, so does one through a chain of three routers, and one through a queue hosted
+on another router, the host survives a kill -9 with its queue, and the results render as the
 README's tables."""
 
 from __future__ import annotations
@@ -121,3 +122,33 @@ def test_collector_suite_runs_and_renders(tmp_path: Path) -> None:
     rendered = _bench("--markdown", "--output", str(output))
     assert rendered.returncode == 0 and rendered.stdout == ran.stdout
     assert "| collector-unsettled |" in rendered.stdout
+
+
+@pytest.mark.network
+@pytest.mark.timeout(60)
+def test_hosted_queue_suite_runs_and_renders(tmp_path: Path) -> None:
+    """Durable messages through a queue hosted on another router, and a kill -9 and recovery
+    of the host; the RabbitMQ rows are left to the real run (a broker takes seconds to start)."""
+    output = tmp_path / "nodes.json"
+    scenarios = "queue-durable-network,queue-recovery"
+    ran = _bench("--count", str(COUNT), "--scenarios", scenarios, "--output", str(output))
+    assert ran.returncode == 0, ran.stderr
+
+    results = json.loads(output.read_text())
+    assert results["benchmark"] == "nodes"
+    assert "fdatasync" in results["config"]["fsync_policy"]
+    queue = results["scenarios"]["queue-durable-network"]
+    assert queue["durable"] and queue["throughput"]["messages"] == COUNT
+    assert queue["throughput"]["msgs_per_s"] > 0
+    assert set(queue["servers"]) == {"A", "B"}
+    recovery = results["scenarios"]["queue-recovery"]
+    assert recovery["messages"] == COUNT
+    assert 0 <= recovery["recovered_seconds_logged"] <= recovery["restart_to_recovered_logged_s"]
+    assert recovery["restart_to_recovered_logged_s"] <= recovery["restart_to_first_message_s"]
+    assert recovery["recovered_rss_mib"] > 0
+
+    rendered = _bench("--markdown", "--output", str(output))
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == ran.stdout
+    assert "| queue-durable-network |" in rendered.stdout
+    assert "store.recovered" in rendered.stdout

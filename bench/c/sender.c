@@ -2,12 +2,14 @@
  * Benchmark sender, after Proton's send.c example, which can neither send
  * pre-settled, nor hold a fixed rate, nor send a fixed-size body.
  *
- *   sender HOST PORT ADDRESS COUNT RATE unsettled|presettled
+ *   sender HOST PORT ADDRESS COUNT RATE unsettled|presettled [durable]
  *
  * Sends COUNT messages with a 100-byte body to ADDRESS.  RATE is messages per
  * second; 0 sends as fast as credit allows.  Unsettled messages count as done
- * when the peer settles them; pre-settled ones when written.  Prints one JSON
- * line of counts at exit.
+ * when the peer settles them; pre-settled ones when written.  With "durable"
+ * every message has a header with durable set (for a queue that stores it).
+ * Prints one JSON line of counts at exit, with the CLOCK_MONOTONIC time (ns)
+ * of the first credit, when sending started.
  *
  * A paced sender sends what has fallen due every TICK_US.  The proactor's own
  * timer counts whole milliseconds, and a millisecond's worth of messages sent
@@ -26,6 +28,7 @@
 #include <proton/session.h>
 #include <proton/transport.h>
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -38,6 +41,7 @@ typedef struct app_t {
   long count;
   double rate;
   bool presettled;
+  bool durable;
   pn_proactor_t *proactor;
   pn_connection_t *connection;
   char *msg;          /* the encoded message; its body is the last BODY_SIZE bytes */
@@ -57,6 +61,7 @@ static void encode_template(app_t *a) {
   body_t head = {.magic = BODY_MAGIC};
   memcpy(body, &head, sizeof head);
   pn_message_set_inferred(m, true); /* a binary body becomes a Data section */
+  pn_message_set_durable(m, a->durable); /* a header section, before the body */
   pn_data_put_binary(pn_message_body(m), pn_bytes(BODY_SIZE, body));
   a->msg_size = 1024;
   a->msg = malloc(a->msg_size);
@@ -179,12 +184,13 @@ static bool handle(app_t *a, pn_event_t *e) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 7) {
-    fprintf(stderr, "usage: %s HOST PORT ADDRESS COUNT RATE unsettled|presettled\n", argv[0]);
+  if (argc != 7 && !(argc == 8 && strcmp(argv[7], "durable") == 0)) {
+    fprintf(stderr, "usage: %s HOST PORT ADDRESS COUNT RATE unsettled|presettled [durable]\n",
+            argv[0]);
     return 2;
   }
   app_t a = {.address = argv[3], .count = atol(argv[4]), .rate = atof(argv[5]),
-             .presettled = strcmp(argv[6], "presettled") == 0};
+             .presettled = strcmp(argv[6], "presettled") == 0, .durable = argc == 8};
   char addr[PN_MAX_ADDR];
   encode_template(&a);
   pthread_mutex_init(&a.lock, NULL);
@@ -200,8 +206,8 @@ int main(int argc, char **argv) {
   }
   double elapsed = a.start_ns ? (double)(mono_ns() - a.start_ns) / 1e9 : 0.0;
   printf("{\"sent\": %ld, \"accepted\": %ld, \"not_accepted\": %ld, \"elapsed_s\": %.6f, "
-         "\"cpu_s\": %.3f}\n",
-         a.sent, a.accepted, a.not_accepted, elapsed, cpu_seconds());
+         "\"cpu_s\": %.3f, \"start_ns\": %" PRId64 "}\n",
+         a.sent, a.accepted, a.not_accepted, elapsed, cpu_seconds(), a.start_ns);
   if (a.rate > 0) {
     atomic_store(&a.ticking, false);
     pthread_join(a.ticker, NULL);
