@@ -16,7 +16,6 @@ from router.nodes import intake
 from router.nodes.message import dead_lettered, redelivered
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue
-from router.nodes.topic import Subscription
 from router.nodes.transactions import Transaction
 from router.pn import get_condition, lib
 from router.sections import EMPTY_ANNOTATIONS, scan
@@ -28,8 +27,8 @@ log = get_logger("router.nodes")
 
 
 def pump_node(nodes: Nodes, node: Node) -> None:
-    for att in list(nodes.attached.values()):
-        if att.node is node and att.queue is not None:
+    for att in nodes.of(node):
+        if att.queue is not None:
             pump(nodes, att)
 
 
@@ -120,14 +119,15 @@ def outcome(nodes: Nodes, att: Attachment, d: Any) -> None:
         )
     lib.pn_delivery_settle(d)
     nodes.router.fwd.touched.add(link.conn)
-    # Another consumer first: what came back goes to the others before this one.
-    for other in list(nodes.attached.values()):
-        if other is not att and other.queue is queue:
-            pump(nodes, other)
-    if att.link in nodes.attached:
-        pump(nodes, att)
-    if isinstance(att.node, Queue) or isinstance(queue, Subscription):
-        unblock(nodes, att.node)
+    if state in (lib.PN_RELEASED, lib.PN_MODIFIED):
+        # Another consumer first: what came back goes to the others before this one.
+        for other in nodes.of(att.node):
+            if other is not att and other.queue is queue:
+                pump(nodes, other)
+        if att.link in nodes.attached:
+            pump(nodes, att)
+    else:
+        unblock(nodes, att.node)  # one fewer message: room for a blocked producer
     nodes.lifetime_check(att.node, emptied=True)
 
 
@@ -138,10 +138,11 @@ def returned(nodes: Nodes, queue: Queue, held: Held, failed: bool, excluded: int
 
 def unblock(nodes: Nodes, node: Node) -> None:
     """Room again in a node that blocks at its limit: its producers get credit."""
-    if node.settings.atLimit != "block" or node.full():
+    s = node.settings
+    if s.atLimit != "block" or (s.maxDepth is None and s.maxBytes is None) or node.full():
         return
-    for att in nodes.attached.values():
-        if att.node is node and att.queue is None:
+    for att in nodes.of(node):
+        if att.queue is None:
             intake.credit(nodes, att.link, node)
 
 

@@ -87,6 +87,8 @@ class Nodes:
         # A node's bindings (its address's), each with its compiled filters.
         self.bindings: dict[str, list[tuple[Binding, Filters]]] = {}
         self.attached: dict[Link, Attachment] = {}
+        # The same, by node: what a message in or out of a node has to look at.
+        self.links_of: dict[Node, list[Attachment]] = {}
         # Durable messages stored but not yet synced: accepted by `flush`.
         self.awaiting: list[tuple[Link, Any] | Forward] = []
         self.sub_keys = count(1)
@@ -97,6 +99,24 @@ class Nodes:
         self.mover = Mover(self)
         self.configure(router.config)
         router.fwd.hosted = self.route
+
+    def add(self, att: Attachment) -> Attachment:
+        self.attached[att.link] = att
+        self.links_of.setdefault(att.node, []).append(att)
+        return att
+
+    def remove(self, link: Link) -> Attachment | None:
+        att = self.attached.pop(link, None)
+        if att is not None:
+            others = self.links_of[att.node]
+            others.remove(att)
+            if not others:
+                del self.links_of[att.node]
+        return att
+
+    def of(self, node: Node) -> list[Attachment]:
+        """The links to `node` here (a copy: what is done with them may change them)."""
+        return list(self.links_of.get(node, ()))
 
     # ----- configuration and recovery ---------------------------------------------------------
 
@@ -315,7 +335,7 @@ class Nodes:
         made = self.made.get(node.name)
         if made is None:
             return
-        links = sum(1 for att in self.attached.values() if att.node is node)
+        links = len(self.links_of.get(node, ()))
         creator = made.creator in self.attached
         if lifetime.ended(made.policy, creator, links, emptied and node.depth == 0):
             self.delete(node)
@@ -326,8 +346,8 @@ class Nodes:
         del self.made[node.name]
         self.nodes.pop(node.name, None)
         router.fwd.local_handlers.pop(parse(node.name, router.id).key, None)
-        for att in [att for att in self.attached.values() if att.node is node]:
-            del self.attached[att.link]
+        for att in self.of(node):
+            self.remove(att.link)
             set_condition(
                 lib.pn_link_condition(att.link.pn),
                 "amqp:resource-deleted",
@@ -348,7 +368,7 @@ class Nodes:
         lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
         link.kind = "node"
         lib.pn_link_open(p)
-        self.attached[link] = Attachment(link, node, None, None)
+        self.add(Attachment(link, node, None, None))
         intake.credit(self, link, node)
         log.info("node.producer", node=node.name, conn=link.conn.conn_id, link=link.name)
 
@@ -390,7 +410,7 @@ class Nodes:
         sub = Subscriber(next(self.sub_keys), browse, active)
         if isinstance(queue, Subscription):
             queue.attached += 1
-        self.attached[link] = Attachment(link, node, queue, sub)
+        att = self.add(Attachment(link, node, queue, sub))
         log.info(
             "node.consumer",
             node=node.name,
@@ -399,14 +419,14 @@ class Nodes:
             browse=browse,
             filters=bool(filters.applied),
         )
-        distribution.pump(self, self.attached[link])
+        distribution.pump(self, att)
 
     def detached(self, link: Link, closed: bool) -> None:
         """A node's link went (detached, closed, or its connection lost)."""
         if link in self.coordinator.links:
             self.coordinator.link_gone(link)
             return
-        att = self.attached.pop(link, None)
+        att = self.remove(link)
         if att is None:
             return
         if att.queue is not None:
@@ -545,13 +565,9 @@ class Nodes:
         """Management's view (`io.routernet.node`): one row per node hosted here."""
         rows = []
         for name, node in sorted(self.nodes.items()):
-            consumers = producers = 0
-            for att in self.attached.values():
-                if att.node is node:
-                    if att.queue is None:
-                        producers += 1
-                    else:
-                        consumers += 1
+            links = self.of(node)
+            producers = sum(1 for att in links if att.queue is None)
+            consumers = len(links) - producers
             rows.append(
                 {
                     "name": name,

@@ -19,6 +19,10 @@ _DELIVERY_ANNOTATIONS = 0x71
 _MESSAGE_ANNOTATIONS = 0x72
 _PROPERTIES = 0x73
 _ABSOLUTE_EXPIRY = 8  # the properties list's absolute-expiry-time field
+# The sections a node reads, by their small-ulong descriptor codes as encoded.
+_READ = {
+    bytes((code,)) for code in (_HEADER, _DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS, _PROPERTIES)
+}
 
 
 class Stamp:
@@ -39,6 +43,8 @@ def stamp(data: bytes, now: float) -> Stamp:
     offset = 0
     view = memoryview(data)
     while offset < len(data):
+        if data[offset : offset + 2] == b"\x00\x53" and data[offset + 2 : offset + 3] not in _READ:
+            break  # application properties or the body: past what a node reads, not decoded
         section = Data()
         try:
             used = section.decode(view[offset:].tobytes() if offset else data)

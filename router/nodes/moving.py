@@ -53,8 +53,7 @@ class Mover:
                 continue
             if node.depth == 0:
                 if not any(
-                    att.node is node and not self.moving(att.link)
-                    for att in nodes.attached.values()
+                    att.node is node and not self.moving(att.link) for att in nodes.of(node)
                 ):
                     self.stop(name)
                     nodes.forget(node)
@@ -79,9 +78,7 @@ class Mover:
         link.address = node.name
         lib.pn_link_open(p)
         self.links[node.name] = link
-        nodes.attached[link] = Attachment(
-            link, node, node, Subscriber(next(nodes.sub_keys), False, None)
-        )
+        nodes.add(Attachment(link, node, node, Subscriber(next(nodes.sub_keys), False, None)))
         router.fwd.touched.add(conn)
         log.info("node.moving", node=node.name, to=host, messages=node.depth)
 
