@@ -90,6 +90,9 @@ def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
         reasons.append(
             f"telemetry: {old.telemetry.model_dump()!r} -> {new.telemetry.model_dump()!r}"
         )
+    if old.store.path and old.store != new.store:
+        # The store is opened once (router/nodes/hosting.py): its messages stay where it is.
+        reasons.append(f"store: {old.store.model_dump()!r} -> {new.store.model_dump()!r}")
     return reasons
 
 

@@ -189,10 +189,21 @@ def test_examples_run_change_live_and_stop(tmp_path: Path, state: Path, world: W
     assert shown["namespace"] == "default" and shown["files"] == [str(files)]
     assert {a["key"]: a["distribution"] for a in shown["addresses"]} == {
         "pattern:sensors.*.temperature": "multicast",
+        "prefix:jobs": "balanced",
         "prefix:orders": "balanced",
         "prefix:requests": "closest",
     }
     by_id = {r["id"]: r for r in shown["routers"]}
+
+    # --- a queue the network hosts (examples' `jobs`): stored on a core pod, in the state dir --
+    sent = routernet(
+        "send", "--state-dir", str(state), "--router", "edge", "--count", "7", "jobs.t"
+    )
+    assert sent.returncode == 0, sent.stderr
+    result = routernet("status", "--state-dir", str(state), "--json")
+    [node] = [n for n in json.loads(result.stdout)["nodes"] if n["name"] == "jobs.t"]
+    assert node["router"] in INTERIORS and node["depth"] == 7 and node["type"] == "queue"
+    assert any((state / "store" / node["router"]).glob("*.log"))
     assert {r: by_id[r]["pid"] for r in by_id} == pids
     for name in INTERIORS:
         inter = {c["peer"] for c in by_id[name]["connections"] if c["role"] == "inter-router"}

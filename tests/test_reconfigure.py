@@ -86,6 +86,15 @@ def test_address_rules_change_in_place(
     assert len(events(caplog, "config.applied")) == 1
 
 
+def test_moving_an_open_store_needs_a_restart() -> None:
+    def at(path: str | None) -> RouterConfig:
+        return validate_config({"router": {"id": "R1"}, "store": {"path": path}})
+
+    assert restart_reasons(at(None), at("/var/lib/a")) == []  # opened when first needed
+    [reason] = restart_reasons(at("/var/lib/a"), at("/var/lib/b"))
+    assert reason.startswith("store: ") and "/var/lib/b" in reason
+
+
 def test_router_entity_changes_need_a_restart(
     make_router: Callable[[RouterConfig], Any], caplog: pytest.LogCaptureFixture
 ) -> None:
