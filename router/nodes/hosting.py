@@ -19,12 +19,13 @@ from __future__ import annotations
 import secrets
 import time
 from itertools import count
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.forwarder import ACCEPTED, Message
-from router.linkroutes import LINK_BALANCED, LinkRouteRule
+from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
 from router.log import get_logger
 from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
@@ -49,7 +50,6 @@ log = get_logger("router.nodes")
 
 Node = Queue | Topic
 ROUTER_ROLES = ("inter-router", "edge")
-RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 
 
 class Attachment:
@@ -145,8 +145,6 @@ class Nodes:
             self.open_store(config)
 
     def open_store(self, config: RouterConfig) -> None:
-        from pathlib import Path
-
         started = time.monotonic()
         store = self.store = Store.open(
             Path(config.store.path or ""), memory_bytes=config.store.memoryBytes
@@ -267,7 +265,15 @@ class Nodes:
             return True
         host = owner(name, self.hosts(settings))
         if host != router.id and not (relayed and link.conn.role in ROUTER_ROLES):
-            router.containers.relay(link, host, name, f"({host})/{name}")
+            if router.containers.locate(host) is None and router.edge is None:
+                router.linkrouter.refuse(
+                    link,
+                    NO_ROUTE,
+                    f"node {name!r} lives on router {host}, which this router ({router.id})"
+                    " cannot reach now",
+                )
+            else:
+                router.containers.relay(link, host, name, f"({host})/{name}")
             return True
         node = self.node(name)
         if node is None:
