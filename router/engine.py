@@ -685,7 +685,8 @@ class Router:
 
     def on_link_detach(self, conn: Connection, ev: Any) -> None:
         """A detach that keeps the link's state at the peer (a durable subscription, say):
-        passed on as such on a routed link, and otherwise the same as a close here."""
+        passed on as such on a routed link, and otherwise the same as a close here but for the
+        answer, which is a detach too (a close would end the state the peer means to keep)."""
         link = self.links.get(lib.pn_event_link(ev))
         if link is None:
             self.answered_late(lib.pn_event_link(ev))
@@ -695,7 +696,7 @@ class Router:
         else:
             if link.kind == "node":
                 self.nodes.detached(link, closed=False)
-            self.detach(link)
+            self.detach(link, closed=False)
 
     def detach(self, link: Link, closed: bool = True) -> None:
         """Resolve the link's deliveries, answer the detach, and let Proton free the link."""

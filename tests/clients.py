@@ -273,6 +273,7 @@ class Receiver(MessagingHandler):
         self.messages: list[Message] = []
         self.deliveries: list[Delivery] = []
         self.errors: list[Condition | None] = []
+        self.detached = False  # the peer detached (closed or not)
         self.link = client.world.container.create_receiver(
             session or client.conn,
             source,
@@ -339,9 +340,13 @@ class Receiver(MessagingHandler):
     def detach(self) -> None:
         """Detach without closing (closed=false), as a client that means to come back does."""
         self.link.detach()
-        self.client.world.run_until(
-            lambda: self.link.state & Endpoint.REMOTE_CLOSED, what="receiver detach"
-        )
+        self.client.world.run_until(lambda: self.detached, what="receiver detach")
+
+    def on_link_remote_detach(self, event: Any) -> None:
+        self.detached = True
+
+    def on_link_remote_close(self, event: Any) -> None:
+        self.detached = True
 
     def on_link_error(self, event: Any) -> None:
         self.errors.append(event.link.remote_condition)

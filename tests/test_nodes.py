@@ -284,16 +284,17 @@ def test_a_topic_gives_every_subscriber_a_copy(world: World, client: Client) -> 
 def test_a_durable_subscription_keeps_messages_while_away(
     world: World, router: RouterProcess, tmp_path: Path
 ) -> None:
-    c = world.connect(router.url, container="subscriber-1")
+    c = world.connect(router.url, container_id="subscriber-1")
     sub = c.receiver("news.weather", name="weather-sub", options=[DurableSubscription()])
     sub.detach()
+    assert not sub.closed  # a detach is answered in kind: the subscription stays
     c.close()
     p = world.connect(router.url)
     send(p, "news.weather", [Message(body=i, durable=True) for i in range(4)])
     p.close()
     router.stop()
     router.start()  # and across a restart
-    c = world.connect(router.url, container="subscriber-1")
+    c = world.connect(router.url, container_id="subscriber-1")
     back = receive(c, "news.weather", 4, name="weather-sub", options=[DurableSubscription()])
     assert back.bodies == [0, 1, 2, 3]
     c.close()
