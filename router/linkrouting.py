@@ -17,13 +17,23 @@ container answered, and from then on the two links are a pair:
   other side with `qd:routed-link-lost`, as Dispatch does. A link with no route is refused with
   `qd:no-route-to-dest`.
 
+The attach's link properties travel with it. Between routers they also name the client's
+container and link (`ORIGIN`, `ORIGIN_LINK`): beyond the first router the link comes from a
+router's connection, and a node that keys state by container and link name (a durable
+subscription, router/nodes/) must see the client's. So two clients' links of one name can
+share a connection between routers, where the second takes a name of its own. Only routers
+are believed when they say it; a container at the end sees neither.
+
 The router holds no message for longer than it takes to copy it: its deliveries exist only
 while their partner does.
 """
 
 from __future__ import annotations
 
+from itertools import count
 from typing import TYPE_CHECKING, Any, cast
+
+from proton import symbol
 
 from router import attach
 from router.forwarder import TERMINAL, copy_disposition, new_delivery
@@ -31,7 +41,7 @@ from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule,
 from router.links import Link
 from router.log import get_logger
 from router.nodes.transactions import TRANSACTIONAL_STATE, UNKNOWN_ID
-from router.pn import cbytes, copy_condition, lib, set_condition, text
+from router.pn import cbytes, copy_condition, data_get, data_put, lib, set_condition, text
 from router.streaming import open_session
 
 if TYPE_CHECKING:
@@ -39,6 +49,26 @@ if TYPE_CHECKING:
     from router.engine import Router
 
 log = get_logger("router.linkroute")
+
+# In the link properties of a link relayed between routers: the container id of the client
+# whose link it is, and the client's name for it.
+ORIGIN = symbol("x-opt-routernet-container")
+ORIGIN_LINK = symbol("x-opt-routernet-link")
+# Connections whose peer is a router, trusted to say whose link it relays.
+RELAYING_ROLES = frozenset({"inter-router", "edge", "gateway"})
+
+
+def origin(link: Link) -> tuple[str, str]:
+    """The container id and link name of the client whose link this is, however many routers
+    relayed it."""
+    conn = link.conn
+    if conn.role in RELAYING_ROLES:
+        properties = data_get(lib.pn_link_remote_properties(link.pn))
+        if isinstance(properties, dict):
+            container, name = properties.get(ORIGIN), properties.get(ORIGIN_LINK)
+            if isinstance(container, str) and isinstance(name, str):
+                return container, name
+    return conn.remote_container or "", link.name
 
 
 class LinkRouter:
@@ -150,14 +180,22 @@ class LinkRouter:
         (router/containers/)."""
         p = link.pn
         link.kind = "routed"
-        if any(other.name == link.name and other.incoming != link.incoming for other in conn.links):
-            self.refuse(
-                link, "amqp:resource-locked", f"a link named {link.name!r} is already routed there"
+        name = link.name
+        if self.taken(conn, name, link.incoming):
+            if conn.role not in RELAYING_ROLES:
+                self.refuse(
+                    link, "amqp:resource-locked", f"a link named {name!r} is already routed there"
+                )
+                return
+            name = next(
+                n for i in count(1) if not self.taken(conn, n := f"{link.name}#{i}", link.incoming)
             )
-            return
         session = self.session(conn)
-        name = cbytes(link.name)
-        q = lib.pn_sender(session, name) if link.incoming else lib.pn_receiver(session, name)
+        q = (
+            lib.pn_sender(session, cbytes(name))
+            if link.incoming
+            else lib.pn_receiver(session, cbytes(name))
+        )
         lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))
         lib.pn_terminus_copy(lib.pn_link_target(q), lib.pn_link_remote_target(p))
         if address is not None:
@@ -166,6 +204,14 @@ class LinkRouter:
         lib.pn_link_set_snd_settle_mode(q, lib.pn_link_remote_snd_settle_mode(p))
         lib.pn_link_set_rcv_settle_mode(q, lib.pn_link_remote_rcv_settle_mode(p))
         lib.pn_link_set_max_message_size(q, lib.pn_link_remote_max_message_size(p))
+        properties = data_get(lib.pn_link_remote_properties(p))
+        properties = dict(properties) if isinstance(properties, dict) else {}
+        properties.pop(ORIGIN, None)
+        properties.pop(ORIGIN_LINK, None)
+        if conn.role in RELAYING_ROLES:
+            properties[ORIGIN], properties[ORIGIN_LINK] = origin(link)
+        if properties:
+            data_put(lib.pn_link_properties(q), properties)
         peer = self.router.register_link(q, conn, incoming=not link.incoming)
         peer.kind = "routed"
         peer.address = link.address
@@ -183,6 +229,12 @@ class LinkRouter:
         )
         # A client receiver may have granted credit with its attach: pass it on now.
         self.flow(link)
+
+    @staticmethod
+    def taken(conn: Connection, name: str, incoming: bool) -> bool:
+        """A link of that name and our direction is attached on `conn` already (the pair
+        (name, direction) names a link between two containers)."""
+        return any(other.name == name and other.incoming != incoming for other in conn.links)
 
     def session(self, conn: Connection) -> Any:
         """Our session on `conn` for the links we attach there, begun on first use."""

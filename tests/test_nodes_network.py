@@ -16,6 +16,7 @@ import pytest
 from clients import ACCEPTED, Management, World, settle
 from harness import RouterProcess
 from proton import Message
+from proton.reactor import DurableSubscription
 from test_edge import edge, interior, started
 from test_nodes import consumer, receive, send
 
@@ -85,6 +86,35 @@ def test_producers_and_consumers_anywhere_share_the_hosts_queue(
         world.run_until(lambda: sub.bodies == ["extra"], what="the topic's copy")
         on_a.close()
         on_e.close()
+
+
+def test_durable_subscriptions_are_the_clients_through_any_router(
+    world: World, tmp_path: Path
+) -> None:
+    """A durable subscription is named by the subscriber's container and link name, not by the
+    router that relays it: two subscribers using one link name through A are two
+    subscriptions, and one resumes its own through the edge E."""
+    durable = [DurableSubscription()]
+    with network(tmp_path) as (a, b, e):
+        wait_for_router(world, a, "B")
+        one = world.connect(a.url, container_id="reader-1")
+        two = world.connect(a.url, container_id="reader-2")
+        first = consumer(one, "news.shared", name="orders-sub", options=durable)
+        second = consumer(two, "news.shared", name="orders-sub", options=durable)
+        world.run_until(lambda: first.attached and second.attached, what="both attached")
+        p = world.connect(e.url)
+        send(p, "news.shared", [Message(body="both", durable=True)])
+        world.run_until(lambda: first.bodies == second.bodies == ["both"], what="two copies")
+        first.detach()
+        send(p, "news.shared", [Message(body=f"later{i}", durable=True) for i in range(3)])
+        world.run_until(lambda: len(second.messages) == 4, what="the second's copies")
+        world.run_until(lambda: depth(world, b, "news.shared") == 3, what="the first's kept")
+        one.close()
+        back = world.connect(e.url, container_id="reader-1")
+        resumed = receive(back, "news.shared", 3, name="orders-sub", options=durable)
+        assert resumed.bodies == [f"later{i}" for i in range(3)]
+        for c in (back, two, p):
+            c.close()
 
 
 def test_a_link_to_a_node_whose_host_is_down_is_refused(world: World, tmp_path: Path) -> None:
@@ -164,7 +194,10 @@ def test_kill_9_mid_stream_keeps_every_accepted_message(world: World, tmp_path: 
 def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Path) -> None:
     """The hosts change (a live configuration change, as when the operator scales the hosting
     Router): the old host sends a node's messages to the new one; none lost, none twice."""
-    on_a = [{"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}}]
+    on_a = [
+        {"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}},
+        {"prefix": "news", "node": {"type": "topic", "hosts": ["A"]}},
+    ]
     a = interior(tmp_path, "A", addresses=on_a)
     b = interior(tmp_path, "B", connect=a, addresses=on_a)
     for router, name in ((a, "store-a"), (b, "store-b")):
@@ -174,10 +207,18 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
         c = world.connect(b.url)
         send(c, "jobs.moving", [Message(body=i, durable=True) for i in range(300)])
         assert depth(world, a, "jobs.moving") == 300
+        away = world.connect(b.url, container_id="reader")
+        durable = [DurableSubscription()]
+        consumer(away, "news.moving", name="reader-sub", options=durable).detach()
+        away.close()
+        send(c, "news.moving", [Message(body=f"n{i}", durable=True) for i in range(5)])
+        assert depth(world, a, "news.moving") == 5
+        empty = world.connect(b.url, container_id="late-reader")
+        consumer(empty, "news.moving", name="late-sub", options=durable).detach()
+        empty.close()
         for router in (a, b):
-            router.config["addresses"] = [
-                {"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}}
-            ]
+            for address in router.config["addresses"]:
+                address["node"]["hosts"] = ["B"]
             router.rewrite_config()
         world.run_until(
             lambda: depth(world, b, "jobs.moving") == 300, timeout=20.0, what="moved to B"
@@ -187,7 +228,21 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
             what="A to drop its empty node",
         )
         assert receive(c, "jobs.moving", 300).bodies == list(range(300))
-        c.close()
+        world.run_until(
+            lambda: depth(world, b, "news.moving") == 5, what="the subscription moved to B"
+        )
+        world.run_until(
+            lambda: "news.moving" not in {r.get("name") for r in rows(world, a)},
+            what="A to drop its topic, the empty subscription moved too",
+        )
+        send(c, "news.moving", [Message(body="after", durable=True)])
+        back = world.connect(a.url, container_id="reader")
+        resumed = receive(back, "news.moving", 6, name="reader-sub", options=durable)
+        assert resumed.bodies == [*(f"n{i}" for i in range(5)), "after"]
+        late = world.connect(a.url, container_id="late-reader")
+        assert receive(late, "news.moving", 1, name="late-sub", options=durable).bodies == ["after"]
+        for client in (back, late, c):
+            client.close()
 
 
 def rows(world: World, router: RouterProcess) -> list[dict[str, object]]:

@@ -26,16 +26,17 @@ from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.forwarder import ACCEPTED, Message
 from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
+from router.linkrouting import origin
 from router.log import get_logger
 from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
 from router.nodes.config import Binding, NodeSettings
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import Filters, binding_filters, parse_filters
-from router.nodes.moving import Mover
+from router.nodes.moving import SUBSCRIPTION, Mover
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
-from router.nodes.topic import Subscription, Topic, subscription_name
+from router.nodes.topic import SEPARATOR, Subscription, Topic, subscription_name
 from router.nodes.transactions import Coordinator
 from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
@@ -55,7 +56,7 @@ ROUTER_ROLES = ("inter-router", "edge")
 class Attachment:
     """A link to a node here: a producer's, or a consumer's with its standing in a queue."""
 
-    __slots__ = ("link", "node", "out", "queue", "sub")
+    __slots__ = ("into", "link", "node", "out", "queue", "sub")
 
     def __init__(self, link: Link, node: Node, queue: Queue | None, sub: Subscriber | None):
         self.link = link
@@ -63,6 +64,9 @@ class Attachment:
         self.queue = queue  # what a consumer takes from: the queue, or its subscription
         self.sub = sub
         self.out: dict[Any, Held] = {}  # our unsettled deliveries on a consumer's link
+        # A producer's messages go straight into this subscription: the link of another
+        # router moving a durable subscription here (router/nodes/moving.py).
+        self.into: Subscription | None = None
 
 
 class Made:
@@ -374,7 +378,13 @@ class Nodes:
         lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
         link.kind = "node"
         lib.pn_link_open(p)
-        self.add(Attachment(link, node, None, None))
+        att = self.add(Attachment(link, node, None, None))
+        if isinstance(node, Topic) and link.conn.role in ROUTER_ROLES:
+            properties = data_get(lib.pn_link_remote_properties(p))
+            moved = properties.get(SUBSCRIPTION) if isinstance(properties, dict) else None
+            if isinstance(moved, str) and SEPARATOR in moved:
+                name = f"{node.name}{SEPARATOR}{moved}"
+                att.into = node.subscribe(name, durable=True, filters=None)
         intake.credit(self, link, node)
         log.info("node.producer", node=node.name, conn=link.conn.conn_id, link=link.name)
 
@@ -403,8 +413,7 @@ class Nodes:
             ) != lib.PN_NONDURABLE and lib.pn_terminus_get_expiry_policy(remote) == (
                 lib.PN_EXPIRE_NEVER
             )
-            container = link.conn.remote_container or ""
-            name = subscription_name(node.name, container, link.name)
+            name = subscription_name(node.name, *origin(link))
             if not durable:
                 name = f"{name}\x00{link.identity}"
             queue = node.subscribe(name, durable, active)

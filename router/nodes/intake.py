@@ -16,6 +16,7 @@ from router.forwarder import ACCEPTED, REJECTED
 from router.nodes import distribution
 from router.nodes.facts import facts_of
 from router.nodes.message import stamp
+from router.nodes.queue import Queue
 from router.nodes.topic import Topic
 from router.nodes.transactions import UNKNOWN_ID, Transaction
 from router.pn import lib, set_condition
@@ -45,7 +46,11 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
         credit(nodes, link, att.node)
         return
     try:
-        accepted = take(nodes, att.node, bytes(data))
+        accepted: bool | None
+        if att.into is not None:  # a durable subscription moving here
+            accepted = take_into(att.into, bytes(data))
+        else:
+            accepted = take(nodes, att.node, bytes(data))
     except ValueError as err:
         settle(d, presettled, REJECTED, ("amqp:decode-error", str(err)))
     else:
@@ -100,6 +105,13 @@ def take(nodes: Nodes, node: Node, data: bytes) -> bool | None:
             node.dropped += 0 if passed else 1
     elif not moved:
         node.put(data, st.priority, st.expiry, st.durable)
+    return st.durable
+
+
+def take_into(queue: Queue, data: bytes) -> bool:
+    """Into one queue as it is (a subscription moved here): durable or not, as `take`."""
+    st = stamp(data, time.time())
+    queue.put(data, st.priority, st.expiry, st.durable)
     return st.durable
 
 

@@ -7,26 +7,33 @@ a sender to `(new host)/node`, and lets each go only once the new host has accep
 durable one after its sync there). Messages that come back (released, the link lost) stay and
 go on the next try. A node that is empty and has no link here any more is dropped.
 
-The same holds for messages that reached a host while the others' view of the hosts was
-stale: wherever they landed, they end up on the node's host.
+A topic's durable subscriptions move the same way, each into the subscription of the same name
+on the new host, once its subscriber is away; non-durable ones stay with their links. The same
+holds for messages that reached a host while the others' view of the hosts was stale: wherever
+they landed, they end up on the node's host.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from proton import symbol
+
 from router.log import get_logger
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
-from router.pn import cbytes, lib
+from router.nodes.topic import SEPARATOR, Topic
+from router.pn import cbytes, data_put, lib
 
 if TYPE_CHECKING:
     from router.links import Link
-    from router.nodes.hosting import Nodes
+    from router.nodes.hosting import Node, Nodes
 
 log = get_logger("router.nodes")
 
 CHECK_SECONDS = 2.0
+# In the attach of a link moving a durable subscription: "<container>\x00<link name>".
+SUBSCRIPTION = "x-opt-routernet-subscription"
 
 
 class Mover:
@@ -43,25 +50,61 @@ class Mover:
         me = nodes.router.id
         for name, node in list(nodes.nodes.items()):
             rule = nodes.lookup(name) if name not in nodes.made else None
-            if rule is None or not isinstance(node, Queue):
-                continue  # a topic's subscriptions stay with their subscribers
+            if rule is None:
+                continue
             host = owner(name, nodes.hosts(rule[1]))
-            link = self.links.get(name)
             if host == me:
-                if link is not None:
-                    self.stop(name)
+                for key in [k for k in self.links if k.split(SEPARATOR, 1)[0] == name]:
+                    self.stop(key)
                 continue
-            if node.depth == 0:
-                if not any(
-                    att.node is node and not self.moving(att.link) for att in nodes.of(node)
-                ):
-                    self.stop(name)
-                    nodes.forget(node)
-                continue
-            if link is None or link not in nodes.attached:
-                self.start(node, host)
+            if isinstance(node, Topic):
+                self.move_subscriptions(node, host)
+            elif node.depth:
+                self.keep_moving(name, node, node, host, None)
+            elif not self.in_use(node):
+                self.stop(name)
+                nodes.forget(node)
 
-    def start(self, node: Queue, host: str) -> None:
+    def move_subscriptions(self, topic: Topic, host: str) -> None:
+        """A topic's durable subscriptions go to its new host one by one, each as itself, once
+        its subscriber is away (an attached one keeps consuming here until it goes). An empty
+        one goes too: it is made there by the attach of our link, and dropped here only once
+        that is answered, so that what is published there from then on is kept for it."""
+        for name, sub in list(topic.subscriptions.items()):
+            if sub.attached:
+                continue
+            if sub.durable_subscription and (sub.depth or not self.made_there(name)):
+                _, container, link_name = name.split(SEPARATOR, 2)
+                self.keep_moving(name, topic, sub, host, f"{container}{SEPARATOR}{link_name}")
+            else:
+                self.stop(name)
+                topic.unsubscribe(sub)
+        if not topic.subscriptions and not self.in_use(topic):
+            self.nodes.forget(topic)
+
+    def made_there(self, key: str) -> bool:
+        link = self.links.get(key)
+        return (
+            link is not None
+            and link in self.nodes.attached
+            and bool(lib.pn_link_state(link.pn) & lib.PN_REMOTE_ACTIVE)
+        )
+
+    def in_use(self, node: Node) -> bool:
+        return any(not self.moving(att.link) for att in self.nodes.of(node))
+
+    def keep_moving(
+        self, key: str, node: Node, queue: Queue, host: str, subscription: str | None
+    ) -> None:
+        link = self.links.get(key)
+        if link is None or link not in self.nodes.attached:
+            self.start(key, node, queue, host, subscription)
+
+    def start(
+        self, key: str, node: Node, queue: Queue, host: str, subscription: str | None
+    ) -> None:
+        """Our sender to `(host)/node`; for a subscription, its attach names it (`SUBSCRIPTION`
+        in the link properties) so that the new host puts what comes into that subscription."""
         from router.nodes.hosting import Attachment
 
         nodes = self.nodes
@@ -71,16 +114,20 @@ class Mover:
         if hop is None:
             return  # not reachable now: tried again at the next check
         conn = hop.conn
-        p = lib.pn_sender(router.linkrouter.session(conn), cbytes(f"{router.id}.move.{node.name}"))
+        # A link name is a C string: the separator (a NUL) would cut it short.
+        name = f"{router.id}.move.{key.replace(SEPARATOR, '/')}"
+        p = lib.pn_sender(router.linkrouter.session(conn), cbytes(name))
         lib.pn_terminus_set_address(lib.pn_link_target(p), cbytes(f"({host})/{node.name}"))
+        if subscription is not None:
+            data_put(lib.pn_link_properties(p), {symbol(SUBSCRIPTION): subscription})
         link = router.register_link(p, conn, incoming=False)
         link.kind = "node"
-        link.address = node.name
+        link.address = key
         lib.pn_link_open(p)
-        self.links[node.name] = link
-        nodes.add(Attachment(link, node, node, Subscriber(next(nodes.sub_keys), False, None)))
+        self.links[key] = link
+        nodes.add(Attachment(link, node, queue, Subscriber(next(nodes.sub_keys), False, None)))
         router.fwd.touched.add(conn)
-        log.info("node.moving", node=node.name, to=host, messages=node.depth)
+        log.info("node.moving", node=key.replace(SEPARATOR, "/"), to=host, messages=queue.depth)
 
     def stop(self, name: str) -> None:
         link = self.links.pop(name, None)
