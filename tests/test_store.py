@@ -132,6 +132,65 @@ def test_torn_tail_is_cut_and_everything_before_it_kept(tmp_path: Path, damage: 
     store.close()
 
 
+def test_a_batch_is_recovered_whole_and_read_back_in_place(tmp_path: Path) -> None:
+    store = Store.open(tmp_path, memory_bytes=0)  # bodies are read back from the file
+    before = fill(store, 3)
+    with store.atomic():
+        inside = fill(store, 2, node="other")
+        store.settle(before[0])
+        store.count(before[1], 4)
+        store.settle(inside[1])  # in and out in one batch
+        assert store.body(inside[0]) == body(0)  # not in the file yet: kept in memory
+    assert store.body(inside[0]) == body(0)
+    store.close()
+
+    store = Store.open(tmp_path, memory_bytes=0)
+    got = store.recovered()
+    assert [(e.id, e.delivery_count) for e in got["q"]] == [(before[1].id, 4), (before[2].id, 0)]
+    assert [e.id for e in got["other"]] == [inside[0].id]
+    assert store.body(got["other"][0]) == body(0)
+    assert store.stats()["live_messages"] == 3
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_torn_batch_is_none_of_it(tmp_path: Path, damage: str) -> None:
+    """A commit cut short by a crash: none of its records happened, even the whole ones."""
+    store = Store.open(tmp_path)
+    before = fill(store, 3)
+    store.sync()
+    with store.atomic():
+        fill(store, 5, node="other")
+        store.settle(before[0])
+    store.close()
+    [segment] = segments(tmp_path)
+    data = bytearray(segment.read_bytes())
+    if damage == "truncate":
+        del data[-5:]  # the batch's last record, the SETTLE, is the one cut
+    else:
+        data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+    store = Store.open(tmp_path)
+    got = store.recovered()
+    assert "other" not in got
+    assert [e.id for e in got["q"]] == [e.id for e in before]
+    store.close()
+
+
+def test_a_batch_with_a_broken_record_inside_is_refused(tmp_path: Path) -> None:
+    """Its CRC holds but what it holds is not whole records: not a torn write, a bad store."""
+    inner = fmt.encode_settle(1)[:-1]
+    assert fmt.decode(fmt.encode_batch(inner), 0) == (fmt.Batch(9, 9 + len(inner)), 9 + len(inner))
+    store = Store.open(tmp_path)
+    fill(store, 1)
+    store.close()
+    [segment] = segments(tmp_path)
+    segment.write_bytes(segment.read_bytes() + fmt.encode_batch(inner))
+    with pytest.raises(StoreError, match="BATCH"):
+        Store.open(tmp_path)
+
+
 def test_a_foreign_or_newer_segment_is_refused_not_truncated(tmp_path: Path) -> None:
     (tmp_path / "00000001.log").write_bytes(b"RNSTORE2" + bytes(8))
     with pytest.raises(StoreError, match=re.escape("00000001.log")):

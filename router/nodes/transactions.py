@@ -9,7 +9,8 @@ a transaction (the router answers `declared` with a random id), then enlists wor
   recorded, the messages staying with it, and applied only at commit.
 
 `discharge` with fail false commits: every held message enters its node and every outcome is
-applied, synced to disk together before the discharge is accepted; with fail true (or when the
+applied, written as one record (router/store/format.py's BATCH, so that a crash keeps all of
+it or none) and synced before the discharge is accepted; with fail true (or when the
 coordinator link or its connection goes) the transaction rolls back: held messages are
 dropped and received ones go back to their queues for redelivery. Either way the enlisted
 deliveries are settled then. An unknown transaction id is `amqp:transaction:unknown-id`.
@@ -160,10 +161,29 @@ class Coordinator:
         txn.outcomes.append((att, d, held, _OUTCOMES.get(code, lib.PN_ACCEPTED)))
 
     def discharge(self, txn: Transaction, fail: bool) -> None:
-        from router.nodes import distribution, intake
+        from router.nodes import distribution
 
         nodes = self.nodes
         del self.open[txn.id]
+        if nodes.store is None:  # a coordinator only serves where there is a store
+            return
+        with nodes.store.atomic():  # one record on disk: a crash keeps all of it or none
+            self.apply(txn, fail)
+        nodes.store.sync()  # what the commit did is on disk before it is acknowledged
+        touched = {node for node, _, _ in txn.sends} | {a.node for a, _, _, _ in txn.outcomes}
+        for node in touched:
+            distribution.pump_node(nodes, node)
+        log.info(
+            "transaction.discharged",
+            outcome="rolled back" if fail else "committed",
+            sends=len(txn.sends),
+            outcomes=len(txn.outcomes),
+        )
+
+    def apply(self, txn: Transaction, fail: bool) -> None:
+        from router.nodes import distribution, intake
+
+        nodes = self.nodes
         for node, data, d in txn.sends:
             if not fail and intake.take(nodes, node, data) is None:
                 log.warning("transaction.send_dropped", node=node.name, reason="node full")
@@ -183,17 +203,6 @@ class Coordinator:
             else:
                 distribution.returned(nodes, queue, held, failed=True, excluded=None)
             lib.pn_delivery_settle(d)
-        if nodes.store is not None:
-            nodes.store.sync()  # what the commit did is on disk before it is acknowledged
-        touched = {node for node, _, _ in txn.sends} | {a.node for a, _, _, _ in txn.outcomes}
-        for node in touched:
-            distribution.pump_node(nodes, node)
-        log.info(
-            "transaction.discharged",
-            outcome="rolled back" if fail else "committed",
-            sends=len(txn.sends),
-            outcomes=len(txn.outcomes),
-        )
 
 
 _OUTCOMES = {

@@ -45,6 +45,11 @@ Types and payloads:
 * 3 COUNT, a delivery of the message failed (released or modified with delivery-failed):
       u64  message id
       u32  its delivery count from now on
+* 4 BATCH, records that take effect together or not at all (a transaction's commit):
+      ...  the payload is records of types 1 to 3, back to back, each as above (length, CRC,
+           type, payload); their offsets within the segment are where they are in the file.
+      A torn or corrupt BATCH is a torn write like any other record: none of its records
+      happened. A BATCH whose inner records do not fill it exactly is a corrupt store.
 
 A message is live if its last ENQUEUE is not followed by a SETTLE of its id. SETTLE and COUNT
 records of ids with no ENQUEUE before them are to be ignored: they refer to messages whose
@@ -64,6 +69,7 @@ RECORD = struct.Struct(">IIB")
 ENQUEUE = 1
 SETTLE = 2
 COUNT = 3
+BATCH = 4
 
 _ENQUEUE_ID = struct.Struct(">QH")
 _ENQUEUE_REST = struct.Struct(">BdBI")
@@ -98,7 +104,14 @@ class Count(NamedTuple):
     delivery_count: int
 
 
-Record = Enqueue | Settle | Count
+class Batch(NamedTuple):
+    """Its records are `decode(buf, at, end)` from `start` until `end`."""
+
+    start: int
+    end: int
+
+
+Record = Enqueue | Settle | Count | Batch
 
 
 def segment_name(segment: int) -> str:
@@ -157,19 +170,35 @@ def encode_count(id: int, delivery_count: int) -> bytes:
     return _record(COUNT, _COUNT.pack(id, delivery_count))
 
 
-def decode(buf: bytes, at: int) -> tuple[Record, int] | None:
-    """The record at `at` and the offset after it; None at the end of the segment or at a torn
-    or corrupt record (the segment's valid data ends at `at`)."""
-    end = len(buf)
+def encode_batch(records: bytes) -> bytes:
+    """One BATCH of `records` (encoded records, back to back); they start `BATCH_HEAD` bytes
+    into it."""
+    return _record(BATCH, records)
+
+
+BATCH_HEAD = RECORD.size
+
+
+def decode(buf: bytes, at: int, end: int | None = None) -> tuple[Record, int] | None:
+    """The record at `at` and the offset after it; None at `end` (the end of the segment) or
+    at a torn or corrupt record (the segment's valid data ends at `at`). Within a BATCH
+    (`end` its end) a record that is not whole is a FormatError: its CRC held."""
+    inner = end is not None
+    if end is None:
+        end = len(buf)
+    if at == end:
+        return None
     if at + RECORD.size > end:
+        if inner:
+            raise FormatError(f"BATCH ends inside a record header at {at}")
         return None
     length, crc, kind = RECORD.unpack_from(buf, at)
     start = at + RECORD.size
     after = start + length
-    if after > end:
-        return None
     # The type byte and the payload are contiguous: one CRC over both.
-    if zlib.crc32(buf[at + 8 : after]) != crc:
+    if after > end or zlib.crc32(buf[at + 8 : after]) != crc:
+        if inner:
+            raise FormatError(f"record at {at} inside a BATCH is not whole")
         return None
     try:
         if kind == ENQUEUE:
@@ -188,6 +217,8 @@ def decode(buf: bytes, at: int) -> tuple[Record, int] | None:
             return Settle(_ID.unpack_from(buf, start)[0]), after
         if kind == COUNT and length == _COUNT.size:
             return Count(*_COUNT.unpack_from(buf, start)), after
+        if kind == BATCH and not inner:
+            return Batch(start, after), after
     except (struct.error, UnicodeDecodeError) as exc:
         raise FormatError(f"malformed record at {at}: {exc}") from exc
     raise FormatError(f"record at {at} has type {kind} and length {length}: not this version's")

@@ -26,15 +26,24 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from router.store.format import (
+    BATCH_HEAD,
+    COUNT,
+    ENQUEUE,
     HEADER,
+    SETTLE,
+    Batch,
     Count,
     Enqueue,
     FormatError,
+    Record,
     decode,
+    encode_batch,
     encode_count,
     encode_enqueue,
     encode_settle,
@@ -113,6 +122,8 @@ class Store:
         self._names: dict[str, str] = {}  # one str per node name, shared by its entries
         self._maybe_free = False
         self._nodes: dict[str, dict[str, Any]] = {}
+        # Inside `atomic()`: the records written so far (record, its type, its entry).
+        self._batch: list[tuple[bytes, int, Entry]] | None = None
 
     @classmethod
     def open(
@@ -158,44 +169,53 @@ class Store:
             self._log.truncate(segment, 0)
             return
         self._next_id = max(self._next_id, next_id)
-        live = self._live
         at = HEADER.size
-        while True:
-            try:
-                decoded = decode(buf, at)
-            except FormatError as exc:
-                raise StoreError(f"{self._log.path(segment)}: {exc}") from None
-            if decoded is None:
-                break
-            record, at = decoded
-            if type(record) is Enqueue:
-                loc = segment << _SEGMENT_SHIFT | record.data_at
-                old = live.get(record.id)
-                if old is not None and old._loc >> _SEGMENT_SHIFT != segment:
-                    info.refs.add(old._loc >> _SEGMENT_SHIFT)
-                node = self._names.setdefault(record.node, record.node)
-                live[record.id] = Entry(
-                    record.id,
-                    node,
-                    record.priority,
-                    record.expiry,
-                    record.durable,
-                    record.delivery_count,
-                    record.size,
-                    loc,
-                )
-                if record.id >= self._next_id:
-                    self._next_id = record.id + 1
-                continue
-            entry = live.pop(record.id, None) if type(record) is not Count else live.get(record.id)
-            if entry is None:
-                continue
-            if entry._loc >> _SEGMENT_SHIFT != segment:
-                info.refs.add(entry._loc >> _SEGMENT_SHIFT)
-            if type(record) is Count:
-                entry.delivery_count = record.delivery_count
+        try:
+            while (decoded := decode(buf, at)) is not None:
+                record, at = decoded
+                if type(record) is Batch:
+                    inner = record.start
+                    while (found := decode(buf, inner, record.end)) is not None:
+                        self._apply(found[0], segment, info)
+                        inner = found[1]
+                else:
+                    self._apply(record, segment, info)
+        except FormatError as exc:
+            raise StoreError(f"{self._log.path(segment)}: {exc}") from None
         if at < len(buf):
             self._log.truncate(segment, at)
+
+    def _apply(self, record: Record, segment: int, info: _Segment) -> None:
+        """One recovered record of `segment`."""
+        live = self._live
+        if isinstance(record, Batch):
+            raise FormatError("a BATCH inside a BATCH")
+        if type(record) is Enqueue:
+            loc = segment << _SEGMENT_SHIFT | record.data_at
+            old = live.get(record.id)
+            if old is not None and old._loc >> _SEGMENT_SHIFT != segment:
+                info.refs.add(old._loc >> _SEGMENT_SHIFT)
+            node = self._names.setdefault(record.node, record.node)
+            live[record.id] = Entry(
+                record.id,
+                node,
+                record.priority,
+                record.expiry,
+                record.durable,
+                record.delivery_count,
+                record.size,
+                loc,
+            )
+            if record.id >= self._next_id:
+                self._next_id = record.id + 1
+            return
+        entry = live.pop(record.id, None) if type(record) is not Count else live.get(record.id)
+        if entry is None:
+            return
+        if entry._loc >> _SEGMENT_SHIFT != segment:
+            info.refs.add(entry._loc >> _SEGMENT_SHIFT)
+        if type(record) is Count:
+            entry.delivery_count = record.delivery_count
 
     def _segment(self, segment: int) -> _Segment:
         info = self._segments.get(segment)
@@ -225,18 +245,25 @@ class Store:
         id = self._next_id
         self._next_id = id + 1
         record = encode_enqueue(id, node, priority, expiry, durable, delivery_count, data)
-        segment, at = self._log.append(record)
         size = len(data)
         node = self._names.setdefault(node, node)
-        loc = segment << _SEGMENT_SHIFT | at + len(record) - size
-        entry = Entry(id, node, priority, expiry, durable, delivery_count, size, loc)
+        entry = Entry(id, node, priority, expiry, durable, delivery_count, size, -1)
         self._live[id] = entry
-        self._add(entry, segment)
-        if self._cached_bytes + size <= self.memory_bytes:
+        if self._batch is not None:
+            self._batch.append((record, ENQUEUE, entry))
+        else:
+            segment, at = self._log.append(record)
+            self._placed(entry, segment, at + len(record) - size)
+        # In a batch the body is nowhere else until the batch is written.
+        if self._cached_bytes + size <= self.memory_bytes or self._batch is not None:
             self._cache[id] = data
             self._cached_bytes += size
         self.unsynced = True
         return entry
+
+    def _placed(self, entry: Entry, segment: int, body_at: int) -> None:
+        entry._loc = segment << _SEGMENT_SHIFT | body_at
+        self._add(entry, segment)
 
     def _add(self, entry: Entry, segment: int) -> None:
         info = self._segment(segment)
@@ -258,7 +285,19 @@ class Store:
         entries of a node that its node logic may still hold."""
         if self._live.pop(entry.id, None) is None:
             return
-        segment, _ = self._log.append(encode_settle(entry.id))
+        record = encode_settle(entry.id)
+        if self._batch is not None:
+            self._batch.append((record, SETTLE, entry))
+        else:
+            segment, _ = self._log.append(record)
+            self._gone(entry, segment)
+        data = self._cache.pop(entry.id, None)
+        if data is not None:
+            self._cached_bytes -= len(data)
+        self.unsynced = True
+
+    def _gone(self, entry: Entry, segment: int) -> None:
+        """Its SETTLE is in `segment`: it no longer keeps its own segment."""
         self._refer(segment, entry)
         home = self._segments[entry._loc >> _SEGMENT_SHIFT]
         home.live -= 1
@@ -266,10 +305,6 @@ class Store:
         self._live_bytes -= entry.size
         if home.live == 0:
             self._maybe_free = True
-        data = self._cache.pop(entry.id, None)
-        if data is not None:
-            self._cached_bytes -= len(data)
-        self.unsynced = True
 
     def count(self, entry: Entry, delivery_count: int) -> None:
         """A delivery failed; the count survives a restart only for durable messages (a
@@ -277,9 +312,39 @@ class Store:
         entry.delivery_count = delivery_count
         if not entry.durable or entry.id not in self._live:
             return
-        segment, _ = self._log.append(encode_count(entry.id, delivery_count))
-        self._refer(segment, entry)
+        record = encode_count(entry.id, delivery_count)
+        if self._batch is not None:
+            self._batch.append((record, COUNT, entry))
+        else:
+            segment, _ = self._log.append(record)
+            self._refer(segment, entry)
         self.unsynced = True
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """What is appended, settled and counted inside reaches the log as one BATCH record
+        (format.py), so that a crash leaves all of it or none: a transaction's commit. It is
+        on disk, like the rest, once a later `sync()` returned."""
+        assert self._batch is None, "atomic() does not nest"
+        self._batch = []
+        try:
+            yield
+        finally:
+            batch, self._batch = self._batch, None
+            if batch:
+                self._write_batch(batch)
+
+    def _write_batch(self, batch: list[tuple[bytes, int, Entry]]) -> None:
+        segment, at = self._log.append(encode_batch(b"".join(r for r, _, _ in batch)))
+        offset = at + BATCH_HEAD
+        for record, kind, entry in batch:
+            offset += len(record)
+            if kind == ENQUEUE:
+                self._placed(entry, segment, offset - entry.size)
+            elif kind == SETTLE:
+                self._gone(entry, segment)
+            else:
+                self._refer(segment, entry)
 
     def _refer(self, segment: int, entry: Entry) -> None:
         home = entry._loc >> _SEGMENT_SHIFT
@@ -293,6 +358,7 @@ class Store:
 
     def sync(self) -> bool:
         """Puts everything written so far on disk; whether there was anything to write."""
+        assert self._batch is None, "sync() inside atomic(): the batch is not written yet"
         self._compact()
         if not self.unsynced:
             return False
