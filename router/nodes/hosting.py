@@ -99,6 +99,7 @@ class Nodes:
         # Link-route keys for the addresses hosted here, and those advertised (`advertise`).
         self.served: set[str] = set()
         self.advertised: set[str] = set()
+        self.hosting = False  # a host of some address's nodes under the configuration
         self.coordinator = Coordinator(self)
         self.mover = Mover(self)
         self.configure(router.config)
@@ -140,12 +141,15 @@ class Nodes:
                     route = LinkRouteRule(direction, address.prefix, address.pattern, me)
                     self.served.add(route.key)
         self.rules = rules
+        self.hosting = hosting
         for name, hosted in self.nodes.items():
             rule = rules.find(name) if name not in self.made else None
             if rule is not None:  # live changes of limits, dead letter address, bindings
                 hosted.settings = rule[1]
                 self.bindings[name] = [(b, binding_filters(b)) for b in rule[1].bindings]
-        if hosting and self.store is None and config.store.path:
+        path = config.store.path
+        if self.store is None and path and (hosting or _holds_anything(Path(path))):
+            # A store that is no host's any more is opened too: what it holds moves on.
             self.open_store(config)
 
     def open_store(self, config: RouterConfig) -> None:
@@ -192,6 +196,11 @@ class Nodes:
             return topic.subscriptions.get(name) if isinstance(topic, Topic) else None
         node = self.nodes.get(name)
         return node if isinstance(node, Queue) else None
+
+    def held(self) -> int:
+        """The queues and topics this router holds, but the ones clients made: a router that
+        is no host (`hosting`) and holds none has nothing to move, and its store can go."""
+        return sum(1 for name in self.nodes if name not in self.made)
 
     def hosts(self, settings: NodeSettings) -> list[str]:
         return settings.hosts or [self.router.id]
@@ -605,3 +614,10 @@ class Nodes:
         if self.store is not None:
             self.store.sync()
             self.store.close()
+
+
+def _holds_anything(path: Path) -> bool:
+    try:
+        return any(p.name != "lock" for p in path.iterdir())
+    except OSError:
+        return False
