@@ -220,6 +220,7 @@ def test_ttl_expires_to_the_dead_letter_address(world: World, client: Client) ->
     assert dead.bodies == ["stale"]
     annotations = {str(k): v for k, v in dead.messages[0].annotations.items()}
     assert annotations["x-first-death-reason"] == "expired"
+    assert not dead.messages[0].ttl  # kept to be looked at, not to expire again
     assert receive(client, "jobs.ttl", 1).bodies == ["fresh"]
 
 

@@ -8,12 +8,13 @@ The network: interiors A and B (B dials A), edge E on A; B hosts the nodes (the 
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clients import ACCEPTED, Management, World, settle
+from clients import ACCEPTED, REJECTED, Management, World, settle
 from harness import RouterProcess
 from proton import Message
 from proton.reactor import DurableSubscription
@@ -188,6 +189,55 @@ def test_kill_9_mid_stream_keeps_every_accepted_message(world: World, tmp_path: 
         world.run_for(0.5)
         assert set(accepted) <= set(got.bodies)
         assert len(got.bodies) == len(set(got.bodies))
+        c.close()
+
+
+def test_dead_letters_and_binding_copies_wait_for_their_nodes_host(
+    world: World, tmp_path: Path
+) -> None:
+    """What a host passes on of its own accord to a node on another router (a dead letter, a
+    binding's copy) is kept until that router takes it, even when it is down at the time."""
+    addresses = [
+        {
+            "prefix": "jobs",
+            "node": {
+                "type": "queue",
+                "hosts": ["B"],
+                "deadLetterAddress": "dead.jobs",
+                "bindings": [{"address": "audit.jobs", "mode": "copy"}],
+            },
+        },
+        {"prefix": "dead", "node": {"type": "queue", "hosts": ["A"]}},
+        {"prefix": "audit", "node": {"type": "queue", "hosts": ["A"]}},
+    ]
+    a = interior(tmp_path, "A", addresses=addresses)
+    b = interior(tmp_path, "B", connect=a, addresses=addresses)
+    for router, name in ((a, "store-a"), (b, "store-b")):
+        router.config["store"] = {"path": str(tmp_path / name)}
+    with started(a, b):
+        wait_for_router(world, b, "A")
+        c = world.connect(b.url)
+        got = consumer(c, "jobs.work", policy=None)
+        a.stop()
+        send(c, "jobs.work", [Message(body=f"job{i}", durable=True) for i in range(3)])
+        world.run_until(lambda: len(got.messages) == 3, what="the jobs")
+        for delivery in got.deliveries:
+            settle(delivery, REJECTED)
+        world.run_until(lambda: depth(world, b, "jobs.work") == 0, what="all rejected")
+        b.stop(signal.SIGKILL)  # what waits for A is in B's store
+        b.start()
+        a.start()
+        on_a = world.connect(a.url)
+        dead = receive(on_a, "dead.jobs", 3)
+        assert sorted(dead.bodies) == ["job0", "job1", "job2"]
+        assert {m.annotations["x-first-death-reason"] for m in dead.messages} == {"rejected"}
+        assert sorted(receive(on_a, "audit.jobs", 3).bodies) == ["job0", "job1", "job2"]
+        stored = tmp_path / "store-b" / "nodes.json"
+        world.run_until(
+            lambda: set(json.loads(stored.read_text())) == {"jobs.work"},
+            what="B to drop its outboxes",
+        )
+        on_a.close()
         c.close()
 
 

@@ -164,9 +164,13 @@ def dead_letter(
 
 
 def send_to(nodes: Nodes, address: str, data: bytes) -> None:
-    """A message of the router's own to `address`: into a node here, or routed."""
+    """A message of the router's own to `address`: into its node here, into the outbox for
+    its node elsewhere (router/nodes/moving.py), or routed when the address has no node."""
     rule = nodes.lookup(address)
-    if rule is not None and owner(address, nodes.hosts(rule[1])) == nodes.router.id:
+    if rule is not None:
+        if owner(address, nodes.hosts(rule[1])) != nodes.router.id:
+            nodes.mover.post(address, data)
+            return
         node = nodes.node(address)
         if node is not None:
             intake.take(nodes, node, data)

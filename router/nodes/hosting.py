@@ -159,7 +159,9 @@ class Nodes:
         )
         described = store.nodes()
         for name, props in described.items():
-            if props.get("subscription"):
+            if props.get("outbox"):
+                self.mover.outbox(str(props["outbox"]))
+            elif props.get("subscription"):
                 topic = self.node(str(props["topic"]))
                 if isinstance(topic, Topic):
                     topic.subscribe(name, durable=True, filters=None)
@@ -191,6 +193,8 @@ class Nodes:
         """The queue (or durable subscription) the store keeps messages of under `name`."""
         if props is None:
             return None
+        if props.get("outbox"):
+            return self.mover.outboxes.get(str(props["outbox"]))
         if props.get("subscription"):
             topic = self.nodes.get(str(props["topic"]))
             return topic.subscriptions.get(name) if isinstance(topic, Topic) else None

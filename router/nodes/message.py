@@ -101,9 +101,13 @@ def dead_lettered(
 ) -> bytes:
     """The message as it goes to a dead letter address: annotations say why and from where,
     named as RabbitMQ names them (`x-first-death-*` kept from the first time, `x-last-death-*`
-    this time), and a rejection's error condition as the consumer gave it."""
+    this time), and a rejection's error condition as the consumer gave it. Its `ttl` and
+    `absolute-expiry-time` go, as RabbitMQ drops its expiration: a dead letter is kept to be
+    looked at, not to expire again."""
     msg = Message()
     msg.decode(data)
+    msg.ttl = 0
+    msg.expiry_time = 0
     annotations: dict[Any, Any] = dict(msg.annotations or {})
     if symbol("x-first-death-reason") not in annotations:
         annotations[symbol("x-first-death-reason")] = reason

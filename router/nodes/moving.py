@@ -11,15 +11,24 @@ A topic's durable subscriptions move the same way, each into the subscription of
 on the new host, once its subscriber is away; non-durable ones stay with their links. The same
 holds for messages that reached a host while the others' view of the hosts was stale: wherever
 they landed, they end up on the node's host.
+
+Messages this router sends to a node on another router of its own accord (dead letters, a
+binding's copies) travel the same way: they are taken into an outbox for that node here, in the
+store, and let go once its host accepted them. A binding accepts for its target, so what it
+passes on must not depend on the target's host being reachable at that moment.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from proton import symbol
 
 from router.log import get_logger
+from router.nodes import distribution, intake
+from router.nodes.config import NodeSettings
+from router.nodes.message import stamp
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Topic
@@ -34,13 +43,35 @@ log = get_logger("router.nodes")
 CHECK_SECONDS = 2.0
 # In the attach of a link moving a durable subscription: "<container>\x00<link name>".
 SUBSCRIPTION = "x-opt-routernet-subscription"
+# The store name of the outbox for a node: no node's name starts with the separator.
+OUTBOX = f"{SEPARATOR}outbox{SEPARATOR}"
 
 
 class Mover:
     def __init__(self, nodes: Nodes) -> None:
         self.nodes = nodes
         self.links: dict[str, Link] = {}  # node -> our link sending its messages on
+        self.outboxes: dict[str, Queue] = {}  # by the address of the node they are for
         self.next_check = 0.0
+
+    def outbox(self, address: str) -> Queue:
+        """The outbox for node `address`, hosted elsewhere (kept in the store's nodes)."""
+        box = self.outboxes.get(address)
+        if box is None:
+            nodes = self.nodes
+            assert nodes.store is not None
+            name = f"{OUTBOX}{address}"
+            box = Queue(address, NodeSettings(), nodes.store, nodes.facts, store_name=name)
+            self.outboxes[address] = box
+            if name not in nodes.store.nodes():
+                nodes.store.put_node(name, {"outbox": address})
+        return box
+
+    def post(self, address: str, data: bytes) -> None:
+        """A message of this router's own for node `address`, whose host is another router."""
+        st = stamp(data, time.time())
+        self.outbox(address).put(data, st.priority, st.expiry, st.durable)
+        self.next_check = 0.0  # sent on at the next tick, not in two seconds
 
     def tick(self, now: float) -> None:
         if now < self.next_check:
@@ -48,6 +79,8 @@ class Mover:
         self.next_check = now + CHECK_SECONDS
         nodes = self.nodes
         me = nodes.router.id
+        for address, box in list(self.outboxes.items()):
+            self.send_outbox(address, box, me)
         for name, node in list(nodes.nodes.items()):
             rule = nodes.lookup(name) if name not in nodes.made else None
             if rule is None:
@@ -89,6 +122,34 @@ class Mover:
             and link in self.nodes.attached
             and bool(lib.pn_link_state(link.pn) & lib.PN_REMOTE_ACTIVE)
         )
+
+    def send_outbox(self, address: str, box: Queue, me: str) -> None:
+        nodes = self.nodes
+        store = box.store
+        key = box.store_name
+        rule = nodes.lookup(address)
+        if not box.depth:
+            if not self.in_use(box):
+                self.stop(key)
+                del self.outboxes[address]
+                store.drop_node(key)
+            return
+        if rule is None:
+            return  # no node at that address now: kept, sent if one comes back
+        host = owner(address, nodes.hosts(rule[1]))
+        if host != me:
+            self.keep_moving(key, box, box, host, None)
+            return
+        self.stop(key)
+        node = nodes.node(address)  # the node came here meanwhile: the messages go in
+        if node is not None:
+            for held in list(box.messages.values()):
+                if (
+                    not held.acquired
+                    and intake.take(nodes, node, store.body(held.entry)) is not None
+                ):
+                    box.accepted(held)  # else the node is full: tried again later
+            distribution.pump_node(nodes, node)
 
     def in_use(self, node: Node) -> bool:
         return any(not self.moving(att.link) for att in self.nodes.of(node))
