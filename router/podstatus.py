@@ -1,4 +1,5 @@
-"""Pod status: a router in a pod reports the routers it reaches onto its own Pod, as an annotation.
+"""Pod status: a router in a pod reports the routers it reaches (and, with a store, whether its
+pod may go) onto its own Pod, as annotations.
 
 The operator shows a Router's ``meshConnected`` from these reports (operator/router_operator/
 mesh.py) without ever connecting to a router: each router writes what it knows about itself to
@@ -15,20 +16,27 @@ commas (empty: none):
   its router id), empty while it has none;
 - standalone: nothing is reported.
 
-It is written when the set changes, and once at start (a router restarted in the same Pod
-replaces what its previous run said). The Pod's ``POD_NAME`` and ``POD_NAMESPACE`` (set by the
-operator's StatefulSet from the downward API) say which Pod; the Router's ServiceAccount may
-``get`` and ``patch`` its own pods only (the Role ``<router>-config-reader``, resourceNames).
+A router with a store (``store.path``: a pod of a Router with ``spec.store``) also reports
+``routernet.io/store``, what the operator needs to scale its Router in without losing messages
+(operator/router_operator/handoff.py): ``host`` while its configuration makes it a host of some
+address's nodes, else ``moving <n>`` while it still holds n nodes (router/nodes/moving.py sends
+them to their hosts), else ``empty``: its pod can go. Without a store nothing is reported.
+
+Each is written when it changes, and once at start (a router restarted in the same Pod
+replaces what its previous run said); what changed together goes in one merge patch. The Pod's
+``POD_NAME`` and ``POD_NAMESPACE`` (set by the operator's StatefulSet from the downward API)
+say which Pod; the Router's ServiceAccount may ``get`` and ``patch`` its own pods only (the
+Role ``<router>-config-reader``, resourceNames).
 
 As in router/configsync.py, nothing here runs on the router's thread but a comparison:
 `PodStatusSource` is the loop's side (``start``/``poll``/``stop``, registered in
-``router.config_sources``; housekeeping calls ``poll(now)`` about every second), and hands a
-changed value to `PodAnnotator`, a daemon thread that sends a JSON merge patch of
+``router.config_sources``; housekeeping calls ``poll(now)`` about every second), and hands
+changed values to `PodAnnotator`, a daemon thread that sends a JSON merge patch of
 ``metadata.annotations`` (any other annotation is left alone). The thread waits ``settle``
-seconds after a change before it sends, so a mesh forming router by router costs one write
-rather than one per router; it retries with backoff (0.5 s doubling to 30 s, jittered) and always
-sends the latest value, never a queue of stale ones. The patch call is injectable (`patch_fn`)
-so the logic is tested without a cluster.
+seconds after a change before it sends, so a mesh forming router by router (or a store moving
+node by node) costs one write rather than one per step; it retries with backoff (0.5 s
+doubling to 30 s, jittered) and always sends the latest values, never a queue of stale ones.
+The patch call is injectable (`patch_fn`) so the logic is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from router.configsync import INITIAL_BACKOFF, MAX_BACKOFF, ApiThread
 from router.log import get_logger
@@ -48,6 +56,11 @@ log = get_logger("router.podstatus")
 
 ANNOTATION = "routernet.io/reachable-routers"
 """On a router's Pod: the router ids it reaches, sorted, comma-separated (see the module doc)."""
+STORE_ANNOTATION = "routernet.io/store"
+"""On the Pod of a router with a store: ``host``, ``moving <n>`` or ``empty`` (the module doc)."""
+STORE_HOST = "host"
+STORE_MOVING = "moving"
+STORE_EMPTY = "empty"
 MERGE_PATCH = "application/merge-patch+json"
 SETTLE_SECONDS = 1.0
 REQUEST_TIMEOUT = 30
@@ -69,6 +82,42 @@ def reachable_routers(router: Router) -> frozenset[str] | None:
     return None
 
 
+def store_state(router: Router) -> str | None:
+    """The store annotation's value for this router; None when it has no store."""
+    config = getattr(router, "config", None)
+    if config is None or not config.store.path:
+        return None
+    nodes = router.nodes
+    if nodes.hosting:
+        return STORE_HOST
+    held = nodes.held()
+    return f"{STORE_MOVING} {held}" if held else STORE_EMPTY
+
+
+class StoreReport(NamedTuple):
+    """A store annotation read back: ``state`` host, moving or empty, and the nodes held."""
+
+    state: str
+    held: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.state == STORE_EMPTY
+
+
+def parse_store(value: str | None) -> StoreReport | None:
+    """A store annotation's value; None when there is none, or it says nothing this version
+    knows (a newer router's word counts as not reported rather than as empty)."""
+    if value is None:
+        return None
+    words = value.split()
+    if words == [STORE_HOST] or words == [STORE_EMPTY]:
+        return StoreReport(words[0])
+    if len(words) == 2 and words[0] == STORE_MOVING and words[1].isdigit():
+        return StoreReport(STORE_MOVING, int(words[1]))
+    return None
+
+
 def annotation_value(ids: frozenset[str] | set[str]) -> str:
     return ",".join(sorted(ids))
 
@@ -80,14 +129,17 @@ def parse_annotation(value: str | None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
-def annotation_patch(value: str) -> dict[str, Any]:
-    return {"metadata": {"annotations": {ANNOTATION: value}}}
+def annotations_patch(values: Mapping[str, str]) -> dict[str, Any]:
+    return {"metadata": {"annotations": dict(values)}}
+
+
+_LOGGED = {ANNOTATION: "reachable", STORE_ANNOTATION: "store"}
 
 
 class PodAnnotator(ApiThread):
-    """The thread that writes the annotation: `offer` the latest value from any thread (never
-    blocks but for a lock held for an assignment); the thread sends it when it differs from what
-    was last written."""
+    """The thread that writes the annotations: `offer` the latest values from any thread (never
+    blocks but for a lock held for an assignment); the thread sends, in one merge patch, those
+    that differ from what was last written."""
 
     def __init__(
         self,
@@ -105,47 +157,61 @@ class PodAnnotator(ApiThread):
         self.pod = pod
         self.patch_fn = patch_fn
         self.settle = settle
-        self.written: str | None = None  # the value the Pod has, as far as we know
-        self._wanted: str | None = None
+        self.sent: dict[str, str] = {}  # the annotations the Pod has, as far as we know
+        self._wanted: dict[str, str] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+
+    @property
+    def written(self) -> str | None:
+        """The reachable routers as the Pod has them, as far as we know (None: not written)."""
+        return self.sent.get(ANNOTATION)
 
     def stop(self) -> None:
         super().stop()
         self._wake.set()
 
     def offer(self, value: str) -> None:
-        """The value the annotation should have now (called on the router's thread)."""
+        """The value the reachable-routers annotation should have now."""
+        self.offer_all({ANNOTATION: value})
+
+    def offer_all(self, values: Mapping[str, str]) -> None:
+        """The values these annotations should have now (called on the router's thread);
+        others offered before keep theirs."""
         with self._lock:
-            self._wanted = value
+            self._wanted = {**self._wanted, **values}
         self._wake.set()
+
+    def _changes(self) -> dict[str, str]:
+        with self._lock:
+            wanted = dict(self._wanted)
+        return {k: v for k, v in wanted.items() if self.sent.get(k) != v}
 
     def run(self) -> None:
         while not self.stopped:
-            with self._lock:
-                wanted = self._wanted
-                self._wake.clear()
-            if wanted is None or wanted == self.written:
+            self._wake.clear()
+            changes = self._changes()
+            if not changes:
                 self._wake.wait()
                 continue
             if self.failures == 0 and self.settle > 0:
-                # Let a mesh that is forming settle: the value sent is the latest after this.
+                # Let a mesh that is forming settle: the values sent are the latest after this.
                 if self._stop.wait(self.settle):
                     return
-                with self._lock:
-                    wanted = self._wanted
-                if wanted is None or wanted == self.written:
+                changes = self._changes()
+                if not changes:
                     continue
             try:
                 if self.patch_fn is None:
                     self.patch_fn = kube_patch_function(self.namespace, self.pod)
-                self.patch_fn(annotation_patch(wanted))
+                self.patch_fn(annotations_patch(changes))
             except Exception as e:  # API, network, config: all retried after a pause
                 self.pause_after(e, "podstatus.error", pod=self.pod)
                 continue
             self.failures = 0
-            self.written = wanted
-            log.info("podstatus.reported", pod=self.pod, reachable=wanted or "-")
+            self.sent.update(changes)
+            reported = {_LOGGED.get(k, k): v or "-" for k, v in changes.items()}
+            log.info("podstatus.reported", pod=self.pod, **reported)
 
 
 def kube_patch_function(namespace: str, pod: str) -> PatchFn:
@@ -175,9 +241,10 @@ def api_patch_function(api: Any, namespace: str, pod: str) -> PatchFn:
 
 
 class PodStatusSource:
-    """The router loop's end: ``poll`` compares what the router reaches with what it last
-    offered, and offers a change to the `PodAnnotator`. Registered with the config sources
-    (``router.config_sources``) for their start/poll/stop calls; it configures nothing."""
+    """The router loop's end: ``poll`` compares what the router reaches (and, with a store, the
+    store's state) with what it last offered, and offers a change to the `PodAnnotator`.
+    Registered with the config sources (``router.config_sources``) for their start/poll/stop
+    calls; it configures nothing."""
 
     def __init__(self, namespace: str, pod: str, **annotator_options: Any) -> None:
         self.namespace = namespace
@@ -185,11 +252,11 @@ class PodStatusSource:
         self.annotator_options = annotator_options
         self.annotator: PodAnnotator | None = None
         self.router: Router | None = None
-        self.offered: frozenset[str] | None = None
+        self.offered: dict[str, str] = {}
 
     def start(self, router: Router) -> None:
         self.router = router
-        self.offered = None
+        self.offered = {}
         self.annotator = PodAnnotator(self.namespace, self.pod, **self.annotator_options)
         log.info("podstatus.started", namespace=self.namespace, pod=self.pod, annotation=ANNOTATION)
         self.annotator.start()
@@ -199,11 +266,17 @@ class PodStatusSource:
         router, annotator = self.router, self.annotator
         if router is None or annotator is None:
             return
+        wanted: dict[str, str] = {}
         reachable = reachable_routers(router)
-        if reachable is None or reachable == self.offered:
+        if reachable is not None:
+            wanted[ANNOTATION] = annotation_value(reachable)
+        store = store_state(router)
+        if store is not None:
+            wanted[STORE_ANNOTATION] = store
+        if not wanted or wanted == self.offered:
             return
-        self.offered = reachable
-        annotator.offer(annotation_value(reachable))
+        self.offered = wanted
+        annotator.offer_all(wanted)
 
     def stop(self) -> None:
         if self.annotator is not None:

@@ -22,17 +22,23 @@ from router_operator.mesh import mesh_verdicts, pod_report
 from router_operator.planner import RouterDecl
 
 from router import cli, engine
+from router.config import validate_config
 from router.podstatus import (
     ANNOTATION,
     MERGE_PATCH,
+    STORE_ANNOTATION,
     PodAnnotator,
     PodStatusSource,
+    StoreReport,
     annotation_value,
     api_patch_function,
     parse_annotation,
+    parse_store,
     pod_status_sources,
     reachable_routers,
+    store_state,
 )
+from router.reconfigure import apply_config
 
 NS = "ns"
 
@@ -261,6 +267,126 @@ def test_registered_only_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert cli.main(["--config", str(config)]) == 0
     [reporter] = [s for s in served[-1] if isinstance(s, PodStatusSource)]
     assert (reporter.namespace, reporter.pod) == (NS, "r-0")
+
+
+# --- the store's report: may this pod go? --------------------------------------------------------
+
+
+def with_store(router: Any, hosting: bool, held: int, path: str | None = "/store") -> Any:
+    """A router (as `interior` or `edge` make them) with a store, or ``path`` None: without."""
+    router.config = SimpleNamespace(store=SimpleNamespace(path=path))
+    router.nodes = SimpleNamespace(hosting=hosting, held=lambda: held)
+    return router
+
+
+def test_what_a_store_reports() -> None:
+    assert store_state(with_store(interior(), hosting=True, held=3)) == "host"
+    assert store_state(with_store(interior(), hosting=False, held=2)) == "moving 2"
+    assert store_state(with_store(interior(), hosting=False, held=0)) == "empty"
+    assert store_state(with_store(interior(), hosting=True, held=0, path=None)) is None
+    assert store_state(interior()) is None  # no config at all: nothing to say
+    assert parse_store("host") == StoreReport("host", 0)
+    assert parse_store("moving 12") == StoreReport("moving", 12)
+    empty = parse_store("empty")
+    assert empty == StoreReport("empty", 0) and empty.empty
+    assert not StoreReport("moving", 0).empty and not StoreReport("host").empty
+    # Not reported, or words this version does not know: never taken for empty.
+    for value in (None, "", "moving", "moving -1", "moving 2 3", "gone", "EMPTY"):
+        assert parse_store(value) is None, value
+
+
+def test_a_real_router_reports_its_store(tmp_path: Path) -> None:
+    """The router's own objects: a host, a host no more that still holds a node, one holding
+    none; a router without a store says nothing."""
+    from router.engine import Router
+
+    def cfg(hosts: list[str], store: bool = True) -> Any:
+        data: dict[str, Any] = {
+            "router": {"id": "r-1"},
+            "addresses": [{"prefix": "jobs", "node": {"type": "queue", "hosts": hosts}}],
+        }
+        if store:
+            data["store"] = {"path": str(tmp_path / "store")}
+        return validate_config(data)
+
+    router = Router(cfg(["r-0", "r-1"]))
+    try:
+        assert store_state(router) == "host"
+        assert router.nodes.node("jobs.a") is not None  # a node this router hosts, stored
+        assert apply_config(router, cfg(["r-0"]), "test")
+        assert store_state(router) == "moving 1"  # not a host: jobs.a is still here
+        router.nodes.forget(router.nodes.nodes["jobs.a"])  # as the mover does once it moved
+        assert store_state(router) == "empty"
+        assert apply_config(router, cfg(["r-0", "r-1"]), "test")
+        assert store_state(router) == "host"
+    finally:
+        router.nodes.close()
+        router.sel.close()
+    plain = Router(cfg(["r-0"], store=False))
+    try:
+        assert store_state(plain) is None
+    finally:
+        plain.sel.close()
+
+
+class AllRecorder(Recorder):
+    """Records every annotation each patch carries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[dict[str, str]] = []
+
+    def __call__(self, body: dict[str, Any]) -> None:
+        self.bodies.append(dict(body["metadata"]["annotations"]))
+        self.hold.wait(10)
+        if self.failing:
+            raise ConnectionRefusedError("API unreachable")
+
+
+def test_the_store_is_reported_with_the_reachable_routers_changes_only() -> None:
+    recorder = AllRecorder()
+    src = source(recorder)
+    router = with_store(interior("r-1"), hosting=True, held=2)
+    src.start(router)
+    try:
+        start = {ANNOTATION: "r-1", STORE_ANNOTATION: "host"}
+        wait_for(lambda: recorder.bodies == [start], what="both, in one patch, at start")
+        for _ in range(20):
+            src.poll(time.monotonic())
+        router.nodes.hosting = False  # the config no longer makes it a host: it moves its nodes
+        src.poll(time.monotonic())
+        wait_for(lambda: recorder.bodies[1:] == [{STORE_ANNOTATION: "moving 2"}])
+        router.nodes.held = lambda: 0
+        router.network.routes = SimpleNamespace(cost={"r-1": 1, "r-2": 1})
+        src.poll(time.monotonic())
+        both = {ANNOTATION: "r-1,r-2", STORE_ANNOTATION: "empty"}
+        wait_for(lambda: recorder.bodies[2:] == [both], what="what changed together, together")
+        time.sleep(0.05)
+        assert len(recorder.bodies) == 3
+        assert src.annotator is not None
+        assert src.annotator.sent == both and src.annotator.written == "r-1,r-2"
+    finally:
+        src.stop()
+
+
+def test_a_failed_store_report_is_retried_with_its_latest_value() -> None:
+    recorder = AllRecorder()
+    recorder.failing = True
+    annotator = PodAnnotator(
+        NS, "r-0", patch_fn=recorder, settle=0.0, rand=lambda: 0.5, initial_backoff=0.02
+    )
+    annotator.start()
+    try:
+        annotator.offer_all({ANNOTATION: "r-1", STORE_ANNOTATION: "moving 1"})
+        wait_for(lambda: len(recorder.bodies) >= 2, what="two attempts")
+        annotator.offer_all({STORE_ANNOTATION: "empty"})  # the reachable routers stay offered
+        recorder.failing = False
+        expected = {ANNOTATION: "r-1", STORE_ANNOTATION: "empty"}
+        wait_for(lambda: annotator.sent == expected, what="the latest values written")
+        assert recorder.bodies[-1] == expected
+    finally:
+        annotator.stop()
+        annotator.join(5)
 
 
 # --- real routers, a Kubernetes API (kmock's emulator) ------------------------------------------
