@@ -301,6 +301,31 @@ def test_a_durable_subscription_keeps_messages_while_away(
     c.close()
 
 
+def test_a_durable_subscriptions_selector_is_kept_while_away_and_across_a_restart(
+    world: World, router: RouterProcess
+) -> None:
+    reds = Filter(
+        {symbol("s"): Described(symbol("apache.org:selector-filter:string"), "colour = 'red'")}
+    )
+    options = [DurableSubscription(), reds]
+    c = world.connect(router.url, container_id="subscriber-2")
+    consumer(c, "news.paint", name="reds", options=options).detach()
+    c.close()
+    router.stop()
+    router.start()
+    p = world.connect(router.url)
+    colours = ["red", "blue", "red", "green"]
+    send(
+        p, "news.paint", [Message(body=i, properties={"colour": x}) for i, x in enumerate(colours)]
+    )
+    p.close()
+    c = world.connect(router.url, container_id="subscriber-2")
+    back = receive(c, "news.paint", 2, name="reds", options=options)
+    world.run_for(0.3)
+    assert back.bodies == [0, 2]
+    c.close()
+
+
 def test_a_non_durable_subscription_goes_with_its_link(
     world: World, router: RouterProcess, client: Client
 ) -> None:

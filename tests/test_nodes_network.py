@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from clients import ACCEPTED, REJECTED, Management, World, settle
 from harness import RouterProcess
-from proton import Message
-from proton.reactor import DurableSubscription
+from proton import Described, Message, symbol
+from proton.reactor import DurableSubscription, Filter
 from test_edge import edge, interior, started
 from test_nodes import consumer, receive, send
 
@@ -264,7 +264,10 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
         send(c, "news.moving", [Message(body=f"n{i}", durable=True) for i in range(5)])
         assert depth(world, a, "news.moving") == 5
         empty = world.connect(b.url, container_id="late-reader")
-        consumer(empty, "news.moving", name="late-sub", options=durable).detach()
+        reds = Filter(
+            {symbol("s"): Described(symbol("apache.org:selector-filter:string"), "colour = 'red'")}
+        )
+        consumer(empty, "news.moving", name="late-sub", options=[*durable, reds]).detach()
         empty.close()
         for router in (a, b):
             for address in router.config["addresses"]:
@@ -285,12 +288,15 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
             lambda: "news.moving" not in {r.get("name") for r in rows(world, a)},
             what="A to drop its topic, the empty subscription moved too",
         )
-        send(c, "news.moving", [Message(body="after", durable=True)])
+        after = [Message(body=x, durable=True, properties={"colour": x}) for x in ("blue", "red")]
+        send(c, "news.moving", after)
         back = world.connect(a.url, container_id="reader")
-        resumed = receive(back, "news.moving", 6, name="reader-sub", options=durable)
-        assert resumed.bodies == [*(f"n{i}" for i in range(5)), "after"]
+        resumed = receive(back, "news.moving", 7, name="reader-sub", options=durable)
+        assert resumed.bodies == [*(f"n{i}" for i in range(5)), "blue", "red"]
         late = world.connect(a.url, container_id="late-reader")
-        assert receive(late, "news.moving", 1, name="late-sub", options=durable).bodies == ["after"]
+        moved = receive(late, "news.moving", 1, name="late-sub", options=[*durable, reds])
+        world.run_for(0.3)
+        assert moved.bodies == ["red"]  # its selector moved with it
         for client in (back, late, c):
             client.close()
 

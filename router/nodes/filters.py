@@ -157,3 +157,28 @@ def binding_filters(binding: Binding) -> Filters:
     if binding.subject is not None:
         filters.append(make_filter("topic", binding.subject))
     return Filters(tuple(filters))
+
+
+def described(filters: Filters | None) -> list[list[str]]:
+    """The filters as JSON can keep them (a durable subscription's, in the store's nodes.json
+    and in the attach that moves it): [kind, text] each."""
+    return [[f.kind, f.text] for f in filters.filters] if filters is not None else []
+
+
+def from_described(items: object) -> Filters | None:
+    """The filters `described` gave (None for none). What does not compile any more (an
+    older router's selector grammar, a file edited by hand) is a FilterError."""
+    if not items:
+        return None
+    if not isinstance(items, list | tuple):
+        raise FilterError(f"stored filters {items!r} are not a list")
+    filters = []
+    for item in items:
+        kind = item[0] if isinstance(item, list | tuple) and len(item) == 2 else None
+        if kind not in ("selector", "direct", "topic") or not isinstance(item[1], str):
+            raise FilterError(f"stored filter {item!r} is not [kind, text]")
+        try:
+            filters.append(make_filter(kind, item[1]))
+        except SelectorError as error:
+            raise FilterError(f"stored selector {item[1]!r}: {error}") from None
+    return Filters(tuple(filters))

@@ -32,8 +32,14 @@ from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
 from router.nodes.config import Binding, NodeSettings
 from router.nodes.facts import MessageFacts, facts_of
-from router.nodes.filters import Filters, binding_filters, parse_filters
-from router.nodes.moving import SUBSCRIPTION, Mover
+from router.nodes.filters import (
+    FilterError,
+    Filters,
+    binding_filters,
+    from_described,
+    parse_filters,
+)
+from router.nodes.moving import FILTERS, SUBSCRIPTION, Mover
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic, subscription_name
@@ -164,7 +170,7 @@ class Nodes:
             elif props.get("subscription"):
                 topic = self.node(str(props["topic"]))
                 if isinstance(topic, Topic):
-                    topic.subscribe(name, durable=True, filters=None)
+                    topic.subscribe(name, durable=True, filters=stored_filters(props, name))
             else:
                 self.node(name)
         messages = 0
@@ -397,7 +403,8 @@ class Nodes:
             moved = properties.get(SUBSCRIPTION) if isinstance(properties, dict) else None
             if isinstance(moved, str) and SEPARATOR in moved:
                 name = f"{node.name}{SEPARATOR}{moved}"
-                att.into = node.subscribe(name, durable=True, filters=None)
+                filters = stored_filters({"filters": properties.get(FILTERS)}, name)
+                att.into = node.subscribe(name, durable=True, filters=filters)
         intake.credit(self, link, node)
         log.info("node.producer", node=node.name, conn=link.conn.conn_id, link=link.name)
 
@@ -618,6 +625,20 @@ class Nodes:
         if self.store is not None:
             self.store.sync()
             self.store.close()
+
+
+def stored_filters(props: dict[str, Any], name: str) -> Filters | None:
+    """A durable subscription's filters as kept; ones that no longer compile are dropped with
+    a warning: the subscription then takes every message rather than lose one."""
+    try:
+        return from_described(props.get("filters"))
+    except FilterError as err:
+        log.warning(
+            "subscription.filters_dropped",
+            subscription=name.replace(SEPARATOR, "/"),
+            error=str(err),
+        )
+        return None
 
 
 def _holds_anything(path: Path) -> bool:

@@ -28,10 +28,11 @@ from proton import symbol
 from router.log import get_logger
 from router.nodes import distribution, intake
 from router.nodes.config import NodeSettings
+from router.nodes.filters import described
 from router.nodes.message import stamp
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
-from router.nodes.topic import SEPARATOR, Topic
+from router.nodes.topic import SEPARATOR, Subscription, Topic
 from router.pn import cbytes, data_put, lib
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
 log = get_logger("router.nodes")
 
 CHECK_SECONDS = 2.0
-# In the attach of a link moving a durable subscription: "<container>\x00<link name>".
+# In the attach of a link moving a durable subscription: "<container>\x00<link name>", and
+# its filters (router/nodes/filters.py's `described`).
 SUBSCRIPTION = "x-opt-routernet-subscription"
+FILTERS = "x-opt-routernet-filters"
 # The store name of the outbox for a node: no node's name starts with the separator.
 OUTBOX = f"{SEPARATOR}outbox{SEPARATOR}"
 
@@ -180,7 +183,11 @@ class Mover:
         p = lib.pn_sender(router.linkrouter.session(conn), cbytes(name))
         lib.pn_terminus_set_address(lib.pn_link_target(p), cbytes(f"({host})/{node.name}"))
         if subscription is not None:
-            data_put(lib.pn_link_properties(p), {symbol(SUBSCRIPTION): subscription})
+            filters = described(queue.filters) if isinstance(queue, Subscription) else []
+            data_put(
+                lib.pn_link_properties(p),
+                {symbol(SUBSCRIPTION): subscription, symbol(FILTERS): filters},
+            )
         link = router.register_link(p, conn, incoming=False)
         link.kind = "node"
         link.address = key

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from router.nodes.config import NodeSettings
+from router.nodes.filters import described
 from router.nodes.queue import Queue
 
 if TYPE_CHECKING:
@@ -70,13 +71,20 @@ class Topic:
         self.dropped = 0
 
     def subscribe(self, name: str, durable: bool, filters: Filters | None) -> Subscription:
+        """The subscription `name`, made if new. A durable one is kept in the store's nodes
+        with its filters, so that what is published while its subscriber is away, across a
+        restart too, is filtered as the subscriber asked."""
         sub = self.subscriptions.get(name)
         if sub is None:
             sub = self.subscriptions[name] = Subscription(self, name, durable, filters)
-            if durable:
-                self.store.put_node(name, {"topic": self.name, "subscription": True})
+        elif filters is None or described(filters) == described(sub.filters):
+            return sub
         else:
-            sub.filters = filters if filters is not None else sub.filters
+            sub.filters = filters
+        if durable:
+            props = {"topic": self.name, "subscription": True, "filters": described(sub.filters)}
+            if self.store.node(name) != props:
+                self.store.put_node(name, props)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:

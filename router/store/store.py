@@ -431,6 +431,10 @@ class Store:
         """The hosted nodes and their properties, as put."""
         return {name: dict(props) for name, props in self._nodes.items()}
 
+    def node(self, name: str) -> dict[str, Any] | None:
+        """One node's properties, as put (not a copy: not to be changed)."""
+        return self._nodes.get(name)
+
     def put_node(self, name: str, props: dict[str, Any]) -> None:
         self._nodes[name] = dict(props)
         self._write_nodes()
