@@ -39,6 +39,7 @@ from router_operator.gateway import (
     GatewayListenerDecl,
     ListenerTlsDecl,
 )
+from router_operator.handoff import IDLE, MOVING, STORE_HAND_OFF, HandOff
 from router_operator.mesh import Verdict
 from router_operator.models import (
     DEFAULT_NETWORK,
@@ -476,10 +477,12 @@ def router_status(
     statefulset: Mapping[str, Any] | None,
     *,
     mesh: Verdict | None = None,
+    handoff: HandOff | None = None,
     now: datetime | None = None,
 ) -> RouterStatus:
     """A Router's status from what its reconcile did, its StatefulSet's status and what its
-    network's pods report (``mesh``; None: not observed).
+    network's pods report (``mesh``; None: not observed) and, with a store, where a scale-in
+    stands (``handoff``: StoreHandOff says why the pods are kept, for kubectl describe).
 
     Ready is True when the children match the spec and every requested pod is ready.
     MeshConnected (and meshConnected) say whether the network's routers see each other; it does
@@ -518,6 +521,9 @@ def router_status(
         mesh = Verdict("Unknown", "NotObserved", "the routers' reports are not observed")
     status.meshConnected = mesh.connected
     cond(MESH_CONNECTED, mesh.status, mesh.reason, mesh.message)
+    if handoff is not None:
+        value: Literal["True", "False"] = "True" if handoff.holding else "False"
+        cond(STORE_HAND_OFF, value, MOVING if handoff.holding else IDLE, handoff.message)
     if not outcome.applied:
         cond(READY, "False", outcome.reason, outcome.message)
     elif outcome.warnings:

@@ -14,7 +14,9 @@ reconcile does is in ``reconciler`` and ``adapter``, testable without kopf.
   labels alone where kopf can): each pod's report of the routers it reaches (the annotation
   ``routernet.io/reachable-routers``, router/podstatus.py) makes the network's
   ``meshConnected`` (mesh.py). A pod event refreshes its namespace's Router statuses only when
-  what counts for the mesh changed (not on every readiness or IP change). Nothing here writes
+  what counts for the mesh changed (not on every readiness or IP change); a change of its
+  store's report (``routernet.io/store``) reconciles the namespace, since a scale-in of a
+  Router with a store waits for it to apply the new replicas (handoff.py). Nothing here writes
   to pods: kopf keeps no state on objects it only indexes and watches with ``on.event``.
 - No timers or daemons: kopf puts a finalizer on objects that have them. The periodic resync is
   one operator-wide task instead (``Reconciler.resync_forever``), and so is the autoscaler
@@ -137,7 +139,14 @@ def statefulsets_by_namespace(namespace: str, body: kopf.Body, **_: Any) -> dict
     owner = router_owner(body)
     if owner is None:
         return None
-    return {namespace: {"router": owner, "status": copy.deepcopy(dict(body.get("status") or {}))}}
+    replicas = (body.get("spec") or {}).get("replicas")
+    return {
+        namespace: {
+            "router": owner,
+            "status": copy.deepcopy(dict(body.get("status") or {})),
+            "replicas": replicas if isinstance(replicas, int) else 1,  # the API's default
+        }
+    }
 
 
 @kopf.index("v1", "pods", labels=MANAGED_BY, registry=registry)
@@ -152,7 +161,9 @@ def snapshot_source(indexes: Mapping[str, kopf.Index[str, Any]]) -> Any:
         def values(index: str) -> tuple[Any, ...]:
             return tuple(indexes[index].get(namespace, ()))
 
-        statefulsets = {entry["router"]: entry["status"] for entry in values("statefulsets")}
+        entries = values("statefulsets")
+        statefulsets = {entry["router"]: entry["status"] for entry in entries}
+        replicas = {entry["router"]: entry["replicas"] for entry in entries}
         pods = {report.name: report for report in values("pods")}
         return Snapshot(
             namespace,
@@ -161,6 +172,7 @@ def snapshot_source(indexes: Mapping[str, kopf.Index[str, Any]]) -> Any:
             link_routes=values("linkroutes"),
             gateways=values("gateways"),
             statefulsets=statefulsets,
+            statefulset_replicas=replicas,
             pods=pods,
         )
 
@@ -298,14 +310,20 @@ async def statefulset_changed(namespace: str, body: kopf.Body, memo: kopf.Memo, 
 async def pod_changed(
     type: str | None, namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
-    """A router pod came, went, or changed its report: the mesh in its Routers' status."""
+    """A router pod came, went, or changed its report: the mesh in its Routers' status. A change
+    of its store's report may be the step a scale-in waits for (handoff.py): a reconcile."""
     key = (namespace, name)
     report = None if type == "DELETED" else mesh.pod_report(body)
     seen: dict[tuple[str, str], mesh.PodReport] = memo.setdefault("pod_reports", {})
-    if seen.get(key) == report:
+    before = seen.get(key)
+    if before == report:
         return
     if report is None:
         seen.pop(key, None)
     else:
         seen[key] = report
-    await memo.reconciler.refresh(namespace, f"pod {name}")
+    store = report.store if report is not None else None
+    if store != (before.store if before is not None else None):
+        await memo.reconciler.reconcile(namespace, f"pod {name} store {store or '-'}")
+    else:
+        await memo.reconciler.refresh(namespace, f"pod {name}")

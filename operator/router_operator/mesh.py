@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from router.podstatus import ANNOTATION, parse_annotation
+from router.podstatus import ANNOTATION, STORE_ANNOTATION, parse_annotation
 from router_operator.planner import RouterDecl, pod_name
 from router_operator.render import NETWORK_LABEL, ROLE_LABEL
 
@@ -56,20 +56,25 @@ class PodReport:
     reachable: frozenset[str] | None = None
     """From the annotation; None: not reported."""
     terminating: bool = False
+    store: str | None = None
+    """Its store annotation as written (router/podstatus.py; None: none): what a scale-in of
+    a Router with a store waits for (handoff.py)."""
 
 
 def pod_report(body: Mapping[str, Any]) -> PodReport:
-    """A Pod (as listed or watched) reduced to what counts for the mesh."""
+    """A Pod (as listed or watched) reduced to what counts for the mesh (and a scale-in)."""
     meta = body.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     value = annotations.get(ANNOTATION)
+    store = annotations.get(STORE_ANNOTATION)
     return PodReport(
         name=str(meta.get("name") or ""),
         role=labels.get(ROLE_LABEL),
         network=labels.get(NETWORK_LABEL),
         reachable=parse_annotation(value) if isinstance(value, str) else None,
         terminating=bool(meta.get("deletionTimestamp")),
+        store=store if isinstance(store, str) else None,
     )
 
 

@@ -25,7 +25,8 @@ Rules, and why:
   a newcomer never silently changes what running routers do.
 - An Address with a ``node`` (nodes.py) has the same node settings in every router config of
   its network, ``hosts`` being the pods of the Router it names, at that Router's current
-  replicas (scaling it changes every config, and the routers' stable hash moves few nodes). That
+  replicas (scaling it changes every config, and the routers' stable hash moves few nodes; a
+  scale-in keeps the leaving pods, hosts no more, until they have moved theirs: handoff.py). That
   Router must be an interior of the network with ``store``, whose pods all get ``store.path``;
   otherwise the Address is a Problem (InvalidNode) and not folded at all.
 - LinkRoutes are folded into every router of their network as ``linkRoutes`` entries (direction
@@ -175,6 +176,9 @@ class RouterDecl:
     store: StoreDecl | None = None
     """A PersistentVolumeClaim per pod (render), which every pod config names as store.path:
     what lets the Router host the nodes of Addresses (``AddressDecl.node``)."""
+    hosts: int | None = None
+    """How many of its pods (the first) host those nodes; None: all. Fewer while a scale-in
+    waits for the others to hand theirs off (handoff.py)."""
 
 
 @dataclass(frozen=True)
@@ -933,7 +937,7 @@ def _node_hosts(
             f"node.router {node.router!r} has no spec.store, so its pods have nowhere to keep"
             " messages (store is immutable: create the Router with it)"
         )
-    hosts = tuple(pod.name for pod in pods.get(decl.name, []))
+    hosts = tuple(pod.name for pod in pods.get(decl.name, [])[: decl.hosts])
     if not hosts:
         return f"node.router {node.router!r} has no pods (replicas 0, or a Router in error)"
     return hosts

@@ -47,6 +47,7 @@ from router.config import Address as RouterAddress
 from router_operator import adapter
 from router_operator.adapter import Application, Parsed, RouterOutcome
 from router_operator.autoscaling import AutoscalingSpec
+from router_operator.handoff import HandOff, hand_off
 from router_operator.kube import Api, ApiError
 from router_operator.mesh import PodReport, mesh_verdicts
 from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
@@ -195,6 +196,8 @@ class Snapshot:
     gateways: tuple[Mapping[str, Any], ...] = ()
     statefulsets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """StatefulSet status by the uid of the Router owning it."""
+    statefulset_replicas: Mapping[str, int] = field(default_factory=dict)
+    """StatefulSet spec.replicas by the uid of the Router owning it: the pods it runs."""
     pods: Mapping[str, PodReport] = field(default_factory=dict)
     """The router pods, by name, as far as the mesh goes: what each reports it reaches."""
 
@@ -237,6 +240,9 @@ class Memory:
     Router's mode does not want is recorded as :data:`ABSENT` once it is known to be gone, so
     that it is looked for again only after a restart, a resync or a pause, or once this process
     has applied it."""
+    replicas: dict[str, int] = field(default_factory=dict)
+    """The replicas of each Router's StatefulSet as last applied, by Router uid: fresher than
+    the watch, and a scale-in's next step (handoff.py) must not go by a stale count of pods."""
 
 
 ABSENT = "absent"
@@ -276,11 +282,14 @@ def reconcile_namespace(
         live = {f"{p.kind}/{p.uid}" for p in (*routers, *addresses, *link_routes, *gateways)}
         for key in set(memory.written) - live:
             del memory.written[key]
+        for uid in set(memory.replicas) - {r.uid for r in routers}:
+            del memory.replicas[uid]
 
     router_decls = [
         adapter.router_decl(r, config.router_image) if r.model else adapter.topology_decl(r)
         for r in routers
     ]
+    router_decls, handoffs = _hand_offs(routers, router_decls, snapshot, memory)
     address_decls = []
     paused = [a for a in addresses if a.model is not None and a.paused]
     paused_routes = {lr.name for lr in link_routes if lr.model is not None and lr.paused}
@@ -342,6 +351,7 @@ def reconcile_namespace(
             result.outcomes[router.uid],
             statefulsets.get(router.uid),
             mesh=verdicts.get(router.name),
+            handoff=handoffs.get(router.name),
         )
         _write_status(api, router, status, result, memory)
     by_name = {r.name: result.outcomes[r.uid] for r in routers}
@@ -376,6 +386,7 @@ def refresh_router_statuses(
     result = Result(outcomes=dict(outcomes))
     routers = _parse_all("Router", snapshot.routers, memory)
     decls = [adapter.router_decl(r, "") if r.model else adapter.topology_decl(r) for r in routers]
+    decls, handoffs = _hand_offs(routers, decls, snapshot, memory)
     verdicts = mesh_verdicts(decls, snapshot.pods)
     for router in routers:
         outcome = outcomes.get(router.uid)
@@ -386,9 +397,33 @@ def refresh_router_statuses(
             outcome,
             snapshot.statefulsets.get(router.uid),
             mesh=verdicts.get(router.name),
+            handoff=handoffs.get(router.name),
         )
         _write_status(api, router, status, result, memory)
     return result
+
+
+def _hand_offs(
+    routers: Iterable[Parsed],
+    decls: Iterable[RouterDecl],
+    snapshot: Snapshot,
+    memory: Memory | None,
+) -> tuple[list[RouterDecl], dict[str, HandOff]]:
+    """The declarations to plan with: a Router with a store scaling in keeps its leaving pods,
+    hosts no more, until each says it is empty (handoff.py); with its step, by Router name."""
+    reports = {name: pod.store for name, pod in snapshot.pods.items()}
+    planned: list[RouterDecl] = []
+    steps: dict[str, HandOff] = {}
+    for router, decl in zip(routers, decls, strict=True):
+        if decl.store is None:
+            planned.append(decl)
+            continue
+        applied = memory.replicas.get(router.uid) if memory is not None else None
+        current = applied if applied is not None else snapshot.statefulset_replicas.get(router.uid)
+        step = hand_off(decl.name, decl.replicas, current or 0, reports)
+        steps[decl.name] = step
+        planned.append(step.apply(decl))
+    return planned, steps
 
 
 def _network(parsed: Parsed) -> str:
@@ -503,6 +538,8 @@ def _reconcile_router(
             return failed, None
         result.applied_objects += 1
         applied[key] = digest
+        if child["kind"] == "StatefulSet" and memory is not None:
+            memory.replicas[router.uid] = int(child["spec"]["replicas"])
         if child["kind"] == "StatefulSet" and isinstance(stored.get("status"), Mapping):
             observed = stored["status"]
     warnings = tuple(p for p in plan.problems if p.reason not in BLOCKING)
