@@ -344,6 +344,8 @@ class Receiver(MessagingHandler):
 
     def on_link_remote_detach(self, event: Any) -> None:
         self.detached = True
+        if event.link.remote_condition is not None:
+            self.errors.append(event.link.remote_condition)
 
     def on_link_remote_close(self, event: Any) -> None:
         self.detached = True

@@ -301,6 +301,51 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
             client.close()
 
 
+def test_links_to_a_moved_node_are_sent_to_its_new_host(world: World, tmp_path: Path) -> None:
+    """When a node moves, its consumers and producers on the old host are detached with
+    amqp:link:detach-forced (a durable subscriber's link detached, not closed): attached
+    again, they reach the node on its new host, and a subscriber misses nothing."""
+    on_a = [
+        {"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}},
+        {"prefix": "news", "node": {"type": "topic", "hosts": ["A"]}},
+    ]
+    a = interior(tmp_path, "A", addresses=on_a)
+    b = interior(tmp_path, "B", connect=a, addresses=on_a)
+    for router, name in ((a, "store-a"), (b, "store-b")):
+        router.config["store"] = {"path": str(tmp_path / name)}
+    durable = [DurableSubscription()]
+    with started(a, b):
+        wait_for_router(world, b, "A")
+        worker = world.connect(b.url)
+        jobs = consumer(worker, "jobs.live")
+        reader = world.connect(b.url, container_id="reader")
+        news = consumer(reader, "news.live", name="live-sub", options=durable)
+        producer = world.connect(b.url)
+        publisher = producer.sender("news.live")
+        world.run_until(lambda: publisher.credit > 0, what="credit")
+        publisher.send(Message(body="n0", durable=True))
+        world.run_until(lambda: news.bodies == ["n0"], what="the first news")
+        for router in (a, b):
+            for address in router.config["addresses"]:
+                address["node"]["hosts"] = ["B"]
+            router.rewrite_config()
+        world.run_until(lambda: jobs.closed and news.detached, timeout=20.0, what="redirects")
+        world.run_until(lambda: publisher.closed, what="the publisher's link sent away too")
+        assert not news.closed  # detached: the subscription lives on
+        for link in (jobs, news):
+            assert [e.name for e in link.errors] == ["amqp:link:detach-forced"]
+            assert "router B" in link.errors[0].description
+        send(producer, "jobs.live", [Message(body="j1", durable=True)])
+        send(producer, "news.live", [Message(body="n1", durable=True)])
+        assert depth(world, b, "jobs.live") == 1  # on the new host
+        assert receive(worker, "jobs.live", 1).bodies == ["j1"]
+        back = receive(reader, "news.live", 1, name="live-sub", options=durable)
+        world.run_for(0.3)
+        assert back.bodies == ["n1"]
+        for client in (worker, reader, producer):
+            client.close()
+
+
 def rows(world: World, router: RouterProcess) -> list[dict[str, object]]:
     c = world.connect(router.url)
     try:

@@ -471,15 +471,16 @@ class Nodes:
     def consumer_gone(self, att: Attachment, closed: bool) -> None:
         queue = att.queue
         assert queue is not None
+        moving = self.mover.moving(att.link)  # our own link, moving the node elsewhere
         # Maybe processed, maybe not: a failed attempt (not so for a move that did not finish).
-        failed = not self.mover.moving(att.link)
+        failed = not moving
         # Last first: each goes back to the head of its queue, so the oldest ends first.
         for held in reversed(list(att.out.values())):
             distribution.returned(self, queue, held, failed=failed, excluded=None)
         att.out.clear()
         if att.sub is not None:
             queue.forget_subscriber(att.sub.key)
-        if isinstance(queue, Subscription):
+        if isinstance(queue, Subscription) and not moving:
             queue.attached -= 1
             if not queue.durable_subscription or (closed and queue.attached == 0):
                 queue.topic.unsubscribe(queue)

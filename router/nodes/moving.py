@@ -7,8 +7,10 @@ a sender to `(new host)/node`, and lets each go only once the new host has accep
 durable one after its sync there). Messages that come back (released, the link lost) stay and
 go on the next try. A node that is empty and has no link here any more is dropped.
 
-A topic's durable subscriptions move the same way, each into the subscription of the same name
-on the new host, once its subscriber is away; non-durable ones stay with their links. The same
+Clients' links to such a node here are detached with `amqp:link:detach-forced`, so that they
+attach again and reach the node on its new host (for a topic, once its durable subscriptions
+are made there). A topic's durable subscriptions move like a queue's messages, each into the
+subscription of the same name on the new host; non-durable ones go with their links. The same
 holds for messages that reached a host while the others' view of the hosts was stale: wherever
 they landed, they end up on the node's host.
 
@@ -33,7 +35,7 @@ from router.nodes.message import stamp
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic
-from router.pn import cbytes, data_put, lib
+from router.pn import cbytes, data_put, lib, set_condition
 
 if TYPE_CHECKING:
     from router.links import Link
@@ -46,6 +48,7 @@ CHECK_SECONDS = 2.0
 # its filters (router/nodes/filters.py's `described`).
 SUBSCRIPTION = "x-opt-routernet-subscription"
 FILTERS = "x-opt-routernet-filters"
+DETACH_FORCED = "amqp:link:detach-forced"
 # The store name of the outbox for a node: no node's name starts with the separator.
 OUTBOX = f"{SEPARATOR}outbox{SEPARATOR}"
 
@@ -94,29 +97,63 @@ class Mover:
                     self.stop(key)
                 continue
             if isinstance(node, Topic):
-                self.move_subscriptions(node, host)
-            elif node.depth:
+                if self.move_subscriptions(node, host):
+                    self.redirect(node, host)
+                if not node.subscriptions and not self.in_use(node):
+                    nodes.forget(node)
+                continue
+            self.redirect(node, host)
+            if node.depth:
                 self.keep_moving(name, node, node, host, None)
             elif not self.in_use(node):
                 self.stop(name)
                 nodes.forget(node)
 
-    def move_subscriptions(self, topic: Topic, host: str) -> None:
-        """A topic's durable subscriptions go to its new host one by one, each as itself, once
-        its subscriber is away (an attached one keeps consuming here until it goes). An empty
-        one goes too: it is made there by the attach of our link, and dropped here only once
-        that is answered, so that what is published there from then on is kept for it."""
+    def move_subscriptions(self, topic: Topic, host: str) -> bool:
+        """A topic's durable subscriptions go to its new host, each as itself: made there by
+        the attach of our link (so that what is published there from then on is kept for it),
+        then their messages. True once every one is made there: only then are the topic's
+        links here sent away (`redirect`), or what their producers publish at the new host
+        would miss them. A subscriber still attached here shares its messages with our link
+        meanwhile: it finds the rest there. A non-durable subscription goes with its link."""
+        ready = True
         for name, sub in list(topic.subscriptions.items()):
-            if sub.attached:
+            if sub.durable_subscription:
+                if sub.depth or sub.attached or not self.made_there(name):
+                    _, container, link_name = name.split(SEPARATOR, 2)
+                    subscription = f"{container}{SEPARATOR}{link_name}"
+                    self.keep_moving(name, topic, sub, host, subscription)
+                    ready = ready and self.made_there(name)
+                    continue
+            elif sub.attached:
                 continue
-            if sub.durable_subscription and (sub.depth or not self.made_there(name)):
-                _, container, link_name = name.split(SEPARATOR, 2)
-                self.keep_moving(name, topic, sub, host, f"{container}{SEPARATOR}{link_name}")
-            else:
-                self.stop(name)
-                topic.unsubscribe(sub)
-        if not topic.subscriptions and not self.in_use(topic):
-            self.nodes.forget(topic)
+            self.stop(name)
+            topic.unsubscribe(sub)
+        return ready
+
+    def redirect(self, node: Node, host: str) -> None:
+        """Clients' links to a node that lives elsewhere now are detached, so that they attach
+        again and reach it there; left alone, a consumer here would never see what producers
+        send there. What a producer sent is accepted first (its sync), what a consumer had
+        comes back (a failed attempt: maybe processed). A durable subscriber's link is detached,
+        not closed, or its subscription would end."""
+        nodes = self.nodes
+        links = [att for att in nodes.of(node) if not self.moving(att.link)]
+        if not links:
+            return
+        intake.flush(nodes)
+        router = nodes.router
+        for att in links:
+            queue = att.queue
+            closed = not (isinstance(queue, Subscription) and queue.durable_subscription)
+            set_condition(
+                lib.pn_link_condition(att.link.pn),
+                DETACH_FORCED,
+                f"node {node.name!r} now lives on router {host}: attach again to reach it",
+            )
+            nodes.detached(att.link, closed=closed)
+            router.detach(att.link, closed=closed)
+        log.info("node.redirected", node=node.name, to=host, links=len(links))
 
     def made_there(self, key: str) -> bool:
         link = self.links.get(key)
@@ -198,10 +235,13 @@ class Mover:
         log.info("node.moving", node=key.replace(SEPARATOR, "/"), to=host, messages=queue.depth)
 
     def stop(self, name: str) -> None:
-        link = self.links.pop(name, None)
-        if link is not None and link in self.nodes.attached:
-            self.nodes.detached(link, closed=True)
+        link = self.links.get(name)
+        if link is None:
+            return
+        if link in self.nodes.attached:
+            self.nodes.detached(link, closed=True)  # still ours: what it had is no failure
             self.nodes.router.detach(link)
+        del self.links[name]
 
     def moving(self, link: Link) -> bool:
         return self.links.get(link.address or "") is link
