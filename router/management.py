@@ -251,6 +251,7 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "depth",
         "bytes",
         "durable",
+        "paged",
         "consumers",
         "producers",
         "enqueued",

@@ -41,6 +41,12 @@ class MemoryStore:
     def count(self, entry: Entry, delivery_count: int) -> None:
         self.counts[entry.id] = delivery_count
 
+    def room(self) -> bool:
+        return True  # never pages (tests/test_store_paging.py has queues that do)
+
+    def paged(self, node: str) -> None:
+        return None
+
 
 def queue(**settings: Any) -> tuple[Queue, MemoryStore]:
     store = MemoryStore()

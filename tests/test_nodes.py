@@ -8,6 +8,7 @@ host elsewhere, kill -9 of the host).
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from itertools import count
@@ -20,6 +21,7 @@ from harness import RouterProcess
 from proton import Condition, Described, Message, symbol, ulong
 from proton.handlers import TransactionHandler
 from proton.reactor import Copy, DurableSubscription, DynamicNodeProperties, Filter
+from test_edge import started
 from test_telemetry import samples, telemetry, value
 
 DLQ = "jobs.dlq"
@@ -324,6 +326,36 @@ def test_a_durable_subscriptions_selector_is_kept_while_away_and_across_a_restar
     world.run_for(0.3)
     assert back.bodies == [0, 2]
     c.close()
+
+
+def test_a_deep_queue_pages_and_loses_nothing_to_kill_9(world: World, tmp_path: Path) -> None:
+    """Past the store's indexedMessages a queue pages (router/store/paging.py): the router
+    indexes no more than that, and after kill -9 every message comes back once, in order."""
+    r = RouterProcess(
+        tmp_path,
+        "P",
+        addresses=NODES,
+        sections={"store": {"path": str(tmp_path / "store"), "indexedMessages": 1000}},
+    )
+    total = 20_000
+    with started(r):
+        c = world.connect(r.url)
+        tracked = send(c, "jobs.deep", [Message(body=i, durable=True) for i in range(total)])
+        assert {t.state for t in tracked} == {ACCEPTED}
+        row = nodes(world, r)["jobs.deep"]
+        assert (row["depth"], row["paged"]) == (total, total - 1000)
+        part = receive(c, "jobs.deep", 2500, credit=500, policy=None)
+        for delivery in part.deliveries[:2500]:
+            settle(delivery, ACCEPTED)
+        world.run_until(lambda: nodes(world, r)["jobs.deep"]["depth"] == total - 2500, what="acks")
+        r.stop(signal.SIGKILL)
+        c.close(wait=False)
+        r.start()
+        c = world.connect(r.url)
+        rest = receive(c, "jobs.deep", total - 2500, credit=1000)
+        world.run_for(0.3)
+        assert part.bodies[:2500] + rest.bodies == list(range(total))
+        c.close()
 
 
 def test_a_non_durable_subscription_goes_with_its_link(

@@ -128,3 +128,11 @@ class StoreSettings(Strict):
         ge=1024 * 1024,
         description="Message bodies kept in memory; beyond this they are read back from disk.",
     )
+    indexedMessages: int = Field(
+        default=250_000,
+        ge=1000,
+        description=(
+            "Messages indexed in memory (some 350 bytes each); beyond this deep queues page:"
+            " what they take in stays on disk until the part in memory runs low."
+        ),
+    )

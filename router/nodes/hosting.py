@@ -161,7 +161,9 @@ class Nodes:
     def open_store(self, config: RouterConfig) -> None:
         started = time.monotonic()
         store = self.store = Store.open(
-            Path(config.store.path or ""), memory_bytes=config.store.memoryBytes
+            Path(config.store.path or ""),
+            memory_bytes=config.store.memoryBytes,
+            indexed=config.store.indexedMessages,
         )
         described = store.nodes()
         for name, props in described.items():
@@ -385,8 +387,7 @@ class Nodes:
             router.detach(att.link)
         queues = list(node.subscriptions.values()) if isinstance(node, Topic) else [node]
         for queue in queues:
-            for held in list(queue.messages.values()):
-                queue.remove(held)
+            queue.clear()
         log.info("node.deleted", node=node.name)
 
     def serve_producer(self, link: Link, node: Node) -> None:

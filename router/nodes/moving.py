@@ -183,6 +183,7 @@ class Mover:
         self.stop(key)
         node = nodes.node(address)  # the node came here meanwhile: the messages go in
         if node is not None:
+            box.refill()  # the rest of a paged outbox at the next ticks
             for held in list(box.messages.values()):
                 if (
                     not held.acquired

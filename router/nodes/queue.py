@@ -14,8 +14,10 @@ in. The seed's queue semantics live here:
   brokers), and a higher priority overtakes;
 - expiry (`ttl`, `absolute-expiry-time`) removes a message that is not out with a consumer.
 
-Messages' bodies stay in the store (router/store/), which pages them to disk; a queue keeps a
-small `Held` per message.
+Messages' bodies stay in the store (router/store/), which keeps them on disk beyond its memory
+budget; a queue keeps a small `Held` per message in memory. Past the store's budget of indexed
+messages, a queue pages (router/store/paging.py): what comes in is only counted here, and
+taken in, oldest first, as the part in memory runs low (`refill`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 
 PRIORITIES = 10
 DEFAULT_PRIORITY = 4
+# A paging queue takes in a batch of paged messages when fewer than LOW are ready in memory
+# (and the store has room, or none are ready at all: a queue is never starved by others).
+LOW = 500
+REFILL = 1000
 
 
 def priority_of(value: int | None) -> int:
@@ -93,15 +99,40 @@ class Queue:
         self.dead_lettered = 0
         self.expired = 0
         self.dropped = 0
+        self.paging = store.paged(self.store_name) is not None  # recovered with paged ones
 
     # ----- in ---------------------------------------------------------------------------------
 
-    def put(self, data: bytes, priority: int, expiry: float | None, durable: bool) -> Held:
-        entry = self.store.append(
+    def put(self, data: bytes, priority: int, expiry: float | None, durable: bool) -> Held | None:
+        """Takes the message in: held in memory, or (None) paged."""
+        store = self.store
+        self.enqueued += 1
+        if self.paging or not store.room():
+            store.page(self.store_name, data, priority=priority, expiry=expiry, durable=durable)
+            self.paging = True
+            return None
+        entry = store.append(
             self.store_name, data, priority=priority, expiry=expiry, durable=durable
         )
-        self.enqueued += 1
         return self.restore(entry)
+
+    def refill(self) -> bool:
+        """Takes paged messages in when few are ready; whether it took any."""
+        ready = sum(map(len, self.ready))
+        if ready >= LOW or (ready and not self.store.room()):
+            return False
+        entries = self.store.depage(self.store_name, REFILL)
+        for entry in entries:
+            self.restore(entry)
+        self.paging = self.store.paged(self.store_name) is not None
+        return bool(entries)
+
+    def clear(self) -> None:
+        """Every message goes, paged ones too (the node is deleted)."""
+        for held in list(self.messages.values()):
+            self.remove(held)
+        self.store.drop_pages(self.store_name)
+        self.paging = False
 
     def restore(self, entry: Entry) -> Held:
         """Index a stored message (a new one, or one recovered from the store at start)."""
@@ -117,12 +148,21 @@ class Queue:
 
     @property
     def depth(self) -> int:
+        if self.paging and (pages := self.store.paged(self.store_name)) is not None:
+            return len(self.messages) + pages.count
         return len(self.messages)
+
+    @property
+    def total_bytes(self) -> int:
+        """`bytes` (in memory) and those of the paged messages."""
+        if self.paging and (pages := self.store.paged(self.store_name)) is not None:
+            return self.bytes + pages.bytes
+        return self.bytes
 
     def full(self) -> bool:
         s = self.settings
         return (s.maxDepth is not None and self.depth >= s.maxDepth) or (
-            s.maxBytes is not None and self.bytes >= s.maxBytes
+            s.maxBytes is not None and self.total_bytes >= s.maxBytes
         )
 
     # ----- out --------------------------------------------------------------------------------
@@ -130,6 +170,8 @@ class Queue:
     def take(self, sub: Subscriber) -> Held | None:
         """The next message for `sub`: the oldest of the highest priority it may have. A
         consumer acquires it; a browser only moves its cursor past it."""
+        if self.paging:
+            self.refill()
         if sub.browse:
             for held in self.browsable(sub):
                 sub.cursor = held.entry.id
@@ -225,10 +267,12 @@ class Queue:
         return due
 
     def counters(self) -> dict[str, int]:
+        pages = self.store.paged(self.store_name) if self.paging else None
         return {
             "depth": self.depth,
-            "bytes": self.bytes,
-            "durable": self.durable,
+            "bytes": self.total_bytes,
+            "durable": self.durable + (pages.durable if pages is not None else 0),
+            "paged": pages.count if pages is not None else 0,
             "enqueued": self.enqueued,
             "dequeued": self.dequeued,
             "deadLettered": self.dead_lettered,

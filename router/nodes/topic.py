@@ -90,8 +90,7 @@ class Topic:
     def unsubscribe(self, sub: Subscription) -> None:
         """The subscription ends: its messages go with it."""
         self.subscriptions.pop(sub.store_name, None)
-        for held in list(sub.messages.values()):
-            sub.remove(held)
+        sub.clear()
         if sub.durable_subscription:
             self.store.drop_node(sub.store_name)
 
@@ -115,7 +114,7 @@ class Topic:
 
     @property
     def bytes(self) -> int:
-        return sum(sub.bytes for sub in self.subscriptions.values())
+        return sum(sub.total_bytes for sub in self.subscriptions.values())
 
     def full(self) -> bool:
         return any(sub.full() for sub in self.subscriptions.values())
@@ -125,7 +124,8 @@ class Topic:
         return {
             "depth": self.depth,
             "bytes": self.bytes,
-            "durable": sum(s.durable for s in subs),
+            "durable": sum(s.counters()["durable"] for s in subs),
+            "paged": sum(s.counters()["paged"] for s in subs),
             "enqueued": self.enqueued,
             "dequeued": sum(s.dequeued for s in subs),
             "deadLettered": sum(s.dead_lettered for s in subs),

@@ -50,10 +50,23 @@ Types and payloads:
            type, payload); their offsets within the segment are where they are in the file.
       A torn or corrupt BATCH is a torn write like any other record: none of its records
       happened. A BATCH whose inner records do not fill it exactly is a corrupt store.
+* 5 PAGE, a message taken into a node that is paging (its queue is deep: the writer keeps no
+  index entry for it in memory): the payload is as ENQUEUE's. No SETTLE or COUNT ever names a
+  paged message: when the node takes it into memory it copies it as an ENQUEUE of the same id
+  (see PAGE_CURSOR), and what happens to it then happens to that copy.
+* 6 PAGE_CURSOR, a node took paged messages into memory:
+      u64  segment, u64 offset: where the node's first PAGE record still paged starts, or
+           where its pages ended (no PAGE record of the node is at or after it yet)
+      u16  length n of the node name, then n bytes of UTF-8
+  It is written in one BATCH with the ENQUEUE copies of the PAGE records it passes. A later
+  PAGE_CURSOR of the node overrides an earlier one.
+* 7 PAGE_DROP, the node's paged messages are gone (the node was deleted):
+      u16  length n of the node name, then n bytes of UTF-8
 
 A message is live if its last ENQUEUE is not followed by a SETTLE of its id. SETTLE and COUNT
 records of ids with no ENQUEUE before them are to be ignored: they refer to messages whose
-segment was already deleted.
+segment was already deleted. A node's paged messages are its PAGE records after both its last
+PAGE_DROP and the position its last PAGE_CURSOR names, in log order.
 """
 
 from __future__ import annotations
@@ -70,11 +83,16 @@ ENQUEUE = 1
 SETTLE = 2
 COUNT = 3
 BATCH = 4
+PAGE = 5
+PAGE_CURSOR = 6
+PAGE_DROP = 7
 
 _ENQUEUE_ID = struct.Struct(">QH")
 _ENQUEUE_REST = struct.Struct(">BdBI")
 _ID = struct.Struct(">Q")
 _COUNT = struct.Struct(">QI")
+_CURSOR = struct.Struct(">QQH")
+_NAME = struct.Struct(">H")
 
 
 class FormatError(ValueError):
@@ -95,6 +113,29 @@ class Enqueue(NamedTuple):
     size: int
 
 
+class Page(NamedTuple):
+    """A PAGE as decoded: the fields of an `Enqueue`."""
+
+    id: int
+    node: str
+    priority: int
+    expiry: float | None
+    durable: bool
+    delivery_count: int
+    data_at: int
+    size: int
+
+
+class PageCursor(NamedTuple):
+    node: str
+    segment: int
+    offset: int
+
+
+class PageDrop(NamedTuple):
+    node: str
+
+
 class Settle(NamedTuple):
     id: int
 
@@ -111,7 +152,7 @@ class Batch(NamedTuple):
     end: int
 
 
-Record = Enqueue | Settle | Count | Batch
+Record = Enqueue | Settle | Count | Batch | Page | PageCursor | PageDrop
 
 
 def segment_name(segment: int) -> str:
@@ -148,8 +189,10 @@ def encode_enqueue(
     durable: bool,
     delivery_count: int,
     data: bytes,
+    kind: int = ENQUEUE,
 ) -> bytes:
-    """The record; its last `len(data)` bytes are the message, where the store reads it back."""
+    """The record (a PAGE with `kind`); its last `len(data)` bytes are the message, where the
+    store reads it back."""
     name = node.encode()
     payload = b"".join(
         (
@@ -159,7 +202,17 @@ def encode_enqueue(
             data,
         )
     )
-    return _record(ENQUEUE, payload)
+    return _record(kind, payload)
+
+
+def encode_page_cursor(node: str, segment: int, offset: int) -> bytes:
+    name = node.encode()
+    return _record(PAGE_CURSOR, _CURSOR.pack(segment, offset, len(name)) + name)
+
+
+def encode_page_drop(node: str) -> bytes:
+    name = node.encode()
+    return _record(PAGE_DROP, _NAME.pack(len(name)) + name)
 
 
 def encode_settle(id: int) -> bytes:
@@ -201,7 +254,7 @@ def decode(buf: bytes, at: int, end: int | None = None) -> tuple[Record, int] | 
             raise FormatError(f"record at {at} inside a BATCH is not whole")
         return None
     try:
-        if kind == ENQUEUE:
+        if kind in (ENQUEUE, PAGE):
             id, n = _ENQUEUE_ID.unpack_from(buf, start)
             name_at = start + _ENQUEUE_ID.size
             rest = name_at + n
@@ -210,9 +263,21 @@ def decode(buf: bytes, at: int, end: int | None = None) -> tuple[Record, int] | 
             if data_at > after:
                 raise FormatError(f"ENQUEUE record at {at} overruns its length")
             node = buf[name_at:rest].decode()
-            return Enqueue(
+            made = Enqueue if kind == ENQUEUE else Page
+            return made(
                 id, node, priority, expiry or None, bool(durable), count, data_at, after - data_at
             ), after
+        if kind == PAGE_CURSOR:
+            segment, offset, n = _CURSOR.unpack_from(buf, start)
+            if start + _CURSOR.size + n != after:
+                raise FormatError(f"PAGE_CURSOR record at {at} has length {length}")
+            node = buf[start + _CURSOR.size : after].decode()
+            return PageCursor(node, segment, offset), after
+        if kind == PAGE_DROP:
+            (n,) = _NAME.unpack_from(buf, start)
+            if start + _NAME.size + n != after:
+                raise FormatError(f"PAGE_DROP record at {at} has length {length}")
+            return PageDrop(buf[start + _NAME.size : after].decode()), after
         if kind == SETTLE and length == _ID.size:
             return Settle(_ID.unpack_from(buf, start)[0]), after
         if kind == COUNT and length == _COUNT.size:

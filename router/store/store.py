@@ -36,21 +36,30 @@ from router.store.format import (
     COUNT,
     ENQUEUE,
     HEADER,
+    PAGE,
     SETTLE,
     Batch,
     Count,
     Enqueue,
     FormatError,
+    Page,
+    PageCursor,
+    PageDrop,
     Record,
     decode,
     encode_batch,
     encode_count,
     encode_enqueue,
+    encode_page_cursor,
+    encode_page_drop,
     encode_settle,
     read_segment_header,
     segment_header,
 )
 from router.store.log import Log, fsync_dir
+from router.store.paging import NodePages, Recovering, pinned, records_from
+
+RAW = 0  # in a batch: a record with no entry to account for (a PAGE_CURSOR)
 
 # An entry's location is one int, segment << _SEGMENT_SHIFT | offset of its body: one object
 # per message less than a pair. Offsets fit below 1 TiB whatever segment_bytes is.
@@ -106,9 +115,12 @@ class _Segment:
 class Store:
     """Open with `Store.open()`; see the module docstring for who calls what when."""
 
-    def __init__(self, path: Path, lock_fd: int, segment_bytes: int, memory_bytes: int) -> None:
+    def __init__(
+        self, path: Path, lock_fd: int, segment_bytes: int, memory_bytes: int, indexed: int
+    ) -> None:
         self.path = path
         self.memory_bytes = memory_bytes
+        self.indexed = indexed  # messages indexed in memory before queues page (paging.py)
         self.unsynced = False
         self.syncs = 0
         self._lock_fd = lock_fd
@@ -122,17 +134,25 @@ class Store:
         self._names: dict[str, str] = {}  # one str per node name, shared by its entries
         self._maybe_free = False
         self._nodes: dict[str, dict[str, Any]] = {}
-        # Inside `atomic()`: the records written so far (record, its type, its entry).
-        self._batch: list[tuple[bytes, int, Entry]] | None = None
+        # Inside `atomic()`: the records written so far (record, its type, its entry or, for
+        # a PAGE, its node).
+        self._batch: list[tuple[bytes, int, Entry | str | None]] | None = None
+        self._pages: dict[str, NodePages] = {}
+        self._recovering: dict[str, Recovering] = {}
 
     @classmethod
     def open(
-        cls, path: Path, *, segment_bytes: int = 64 << 20, memory_bytes: int = 64 << 20
+        cls,
+        path: Path,
+        *,
+        segment_bytes: int = 64 << 20,
+        memory_bytes: int = 64 << 20,
+        indexed: int = 250_000,
     ) -> Store:
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = _lock(path)
         try:
-            store = cls(path, lock_fd, segment_bytes, memory_bytes)
+            store = cls(path, lock_fd, segment_bytes, memory_bytes, indexed)
             store._recover()
         except BaseException:
             os.close(lock_fd)
@@ -148,6 +168,11 @@ class Store:
                 raise StoreError(f"{nodes}: {exc}") from None
         for segment in self._log.existing():
             self._replay(segment)
+        for node, recovering in self._recovering.items():
+            pages = recovering.finish(self._log, node)
+            if pages.count:
+                self._pages[node] = pages
+        self._recovering = {}
         for entry in self._live.values():
             info = self._segments[entry._loc >> _SEGMENT_SHIFT]
             info.live += 1
@@ -172,24 +197,28 @@ class Store:
         at = HEADER.size
         try:
             while (decoded := decode(buf, at)) is not None:
-                record, at = decoded
+                record, after = decoded
                 if type(record) is Batch:
                     inner = record.start
                     while (found := decode(buf, inner, record.end)) is not None:
-                        self._apply(found[0], segment, info)
+                        self._apply(found[0], segment, inner, info)
                         inner = found[1]
                 else:
-                    self._apply(record, segment, info)
+                    self._apply(record, segment, at, info)
+                at = after
         except FormatError as exc:
             raise StoreError(f"{self._log.path(segment)}: {exc}") from None
         if at < len(buf):
             self._log.truncate(segment, at)
 
-    def _apply(self, record: Record, segment: int, info: _Segment) -> None:
-        """One recovered record of `segment`."""
+    def _apply(self, record: Record, segment: int, at: int, info: _Segment) -> None:
+        """One recovered record of `segment`, at offset `at`."""
         live = self._live
         if isinstance(record, Batch):
             raise FormatError("a BATCH inside a BATCH")
+        if isinstance(record, Page | PageCursor | PageDrop):
+            self._apply_page(record, segment, at, info)
+            return
         if type(record) is Enqueue:
             loc = segment << _SEGMENT_SHIFT | record.data_at
             old = live.get(record.id)
@@ -216,6 +245,26 @@ class Store:
             info.refs.add(entry._loc >> _SEGMENT_SHIFT)
         if type(record) is Count:
             entry.delivery_count = record.delivery_count
+
+    def _apply_page(
+        self, record: Page | PageCursor | PageDrop, segment: int, at: int, info: _Segment
+    ) -> None:
+        recovering = self._recovering
+        if isinstance(record, Page):
+            found = recovering.get(record.node)
+            if found is None:
+                found = recovering[record.node] = Recovering()
+            found.page(segment, at, record.size, record.durable)
+            if record.id >= self._next_id:
+                self._next_id = record.id + 1
+            return
+        found = recovering.get(record.node)
+        if found is not None and found.start is not None:
+            info.refs.update(range(found.start[0], segment))  # see paging.py
+        if isinstance(record, PageCursor):
+            recovering.setdefault(record.node, Recovering()).cursor(record.segment, record.offset)
+        else:
+            recovering.pop(record.node, None)
 
     def _segment(self, segment: int) -> _Segment:
         info = self._segments.get(segment)
@@ -244,6 +293,18 @@ class Store:
         """Takes a message into `node`; on disk once a later `sync()` returned."""
         id = self._next_id
         self._next_id = id + 1
+        return self._enqueue(id, node, priority, expiry, durable, delivery_count, data)
+
+    def _enqueue(
+        self,
+        id: int,
+        node: str,
+        priority: int,
+        expiry: float | None,
+        durable: bool,
+        delivery_count: int,
+        data: bytes,
+    ) -> Entry:
         record = encode_enqueue(id, node, priority, expiry, durable, delivery_count, data)
         size = len(data)
         node = self._names.setdefault(node, node)
@@ -260,6 +321,96 @@ class Store:
             self._cached_bytes += size
         self.unsynced = True
         return entry
+
+    def room(self) -> bool:
+        """Whether another message may be indexed in memory, or must be paged."""
+        return len(self._live) < self.indexed
+
+    def page(
+        self,
+        node: str,
+        data: bytes,
+        *,
+        priority: int,
+        expiry: float | None,
+        durable: bool,
+        delivery_count: int = 0,
+    ) -> None:
+        """Takes a message into `node` without indexing it (paging.py); on disk as `append`."""
+        id = self._next_id
+        self._next_id = id + 1
+        record = encode_enqueue(
+            id, node, priority, expiry, durable, delivery_count, data, kind=PAGE
+        )
+        pages = self._pages.setdefault(node, NodePages())
+        pages.add(len(data), durable)
+        if self._batch is not None:
+            self._batch.append((record, PAGE, node))  # its place is known once written
+        else:
+            segment, at = self._log.append(record)
+            self._segment(segment)  # known, so that it is freed once it can be
+            if pages.cursor is None:
+                pages.cursor = (segment, at)
+        self.unsynced = True
+
+    def paged(self, node: str) -> NodePages | None:
+        """The node's paged messages (not to be changed), if it has any."""
+        pages = self._pages.get(node)
+        return pages if pages is not None and pages.count else None
+
+    def depage(self, node: str, want: int) -> list[Entry]:
+        """Takes in up to `want` of the node's paged messages, oldest first, as entries like
+        `append`'s: copies in one BATCH with the node's PAGE_CURSOR (paging.py). Nothing
+        inside `atomic()`, whose batch is not written yet."""
+        pages = self._pages.get(node)
+        if pages is None or pages.cursor is None or self._batch is not None:
+            return []
+        self._log.flush()
+        first, offset = pages.cursor
+        found: list[tuple[Page, bytes]] = []
+        cursor = (self._log.current, self._log.sizes[self._log.current])  # read to the end
+        for segment in sorted(s for s in self._log.sizes if s >= first):
+            start = offset if segment == first else HEADER.size
+            for record, after, chunk in records_from(self._log, segment, start):
+                if type(record) is Page and record.node == node:
+                    found.append((record, chunk[record.data_at : record.data_at + record.size]))
+                    if len(found) == want:
+                        cursor = (segment, after)
+                        break
+            if len(found) == want:
+                break
+        entries = []
+        with self.atomic():
+            for r, data in found:
+                entries.append(
+                    self._enqueue(
+                        r.id, node, r.priority, r.expiry, r.durable, r.delivery_count, data
+                    )
+                )
+                pages.count -= 1
+                pages.bytes -= r.size
+                pages.durable -= r.durable
+            batch = self._batch
+            assert batch is not None
+            batch.append((encode_page_cursor(node, *cursor), RAW, None))
+        here = self._log.current  # where the batch went
+        self._segment(here).refs.update(range(first, here))
+        if len(found) < want or not pages.count:  # read to the end: none can be left
+            del self._pages[node]
+        else:
+            pages.cursor = cursor
+        return entries
+
+    def drop_pages(self, node: str) -> None:
+        """The node's paged messages are gone with it (a PAGE_DROP)."""
+        pages = self._pages.pop(node, None)
+        if pages is None:
+            return
+        segment, _ = self._log.append(encode_page_drop(node))
+        info = self._segment(segment)
+        if pages.cursor is not None:
+            info.refs.update(range(pages.cursor[0], segment))
+        self.unsynced = True
 
     def _placed(self, entry: Entry, segment: int, body_at: int) -> None:
         entry._loc = segment << _SEGMENT_SHIFT | body_at
@@ -334,17 +485,23 @@ class Store:
             if batch:
                 self._write_batch(batch)
 
-    def _write_batch(self, batch: list[tuple[bytes, int, Entry]]) -> None:
+    def _write_batch(self, batch: list[tuple[bytes, int, Entry | str | None]]) -> None:
         segment, at = self._log.append(encode_batch(b"".join(r for r, _, _ in batch)))
+        self._segment(segment)
         offset = at + BATCH_HEAD
         for record, kind, entry in batch:
-            offset += len(record)
-            if kind == ENQUEUE:
-                self._placed(entry, segment, offset - entry.size)
-            elif kind == SETTLE:
-                self._gone(entry, segment)
-            else:
-                self._refer(segment, entry)
+            start, offset = offset, offset + len(record)
+            if isinstance(entry, Entry):
+                if kind == ENQUEUE:
+                    self._placed(entry, segment, offset - entry.size)
+                elif kind == SETTLE:
+                    self._gone(entry, segment)
+                else:
+                    self._refer(segment, entry)
+            elif kind == PAGE and isinstance(entry, str):
+                pages = self._pages.get(entry)
+                if pages is not None and pages.cursor is None:
+                    pages.cursor = (segment, start)
 
     def _refer(self, segment: int, entry: Entry) -> None:
         home = entry._loc >> _SEGMENT_SHIFT
@@ -375,6 +532,9 @@ class Store:
         oldest = next(iter(self._segments))
         if oldest == self._log.current or self._segments[oldest].live == 0:
             return
+        pin = pinned(self._pages)
+        if pin is not None and oldest >= pin:
+            return  # it holds paged messages: copying the rest out would not free it
         if self._live_bytes * 4 >= sum(self._log.sizes.values()):
             return
         left = self._segments[oldest].live
@@ -409,8 +569,9 @@ class Store:
         next go in the same pass. Only after a sync: a segment is freed by records after it
         (settles, compaction's copies) that must be on disk first."""
         self._maybe_free = False
+        pin = pinned(self._pages)
         for segment, info in list(self._segments.items()):
-            if segment == self._log.current or info.live:
+            if segment == self._log.current or info.live or (pin is not None and segment >= pin):
                 continue
             if any(ref in self._segments for ref in info.refs):
                 continue
@@ -444,6 +605,7 @@ class Store:
         from nodes.json, so a crash cannot bring back messages of a node that is gone."""
         for entry in [e for e in self._live.values() if e.node == name]:
             self.settle(entry)
+        self.drop_pages(name)
         self.sync()
         if self._nodes.pop(name, None) is not None:
             self._write_nodes()
