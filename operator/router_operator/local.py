@@ -50,13 +50,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from router.config import RouterConfig
-from router_operator import local_collector, local_scaler
+from router_operator import local_collector, local_handoff, local_scaler
 from router_operator.local_collector import LocalCollector
 from router_operator.local_files import DEFAULT_NAMESPACE, InvalidInput, Planned, plan_files
 from router_operator.planner import PodPlan
@@ -434,6 +434,9 @@ class Applied:
     """network -> started | restarted (...) | unchanged | stopped (...)"""
     autoscaler: str | None = None
     """started | unchanged | stopped, or None: none runs (no Router is autoscaled)"""
+    handing_off: Mapping[str, int | None] = field(default_factory=dict)
+    """Leaving routers of a Router with a store, left running because they still held nodes
+    when ``up`` stopped waiting (pod -> nodes held; None: it did not answer)."""
 
 
 def up(
@@ -442,11 +445,15 @@ def up(
     *,
     timeout: float = START_TIMEOUT,
     collector: bool = True,
+    handoff_timeout: float = local_handoff.HANDOFF_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
 ) -> Applied:
     """Runs what the files declare: validates and plans them (InvalidInput, nothing changed),
     then starts, updates (config files, applied live) and stops router processes to match,
     and a telemetry collector per network once they listen (``collector``: else none runs).
-    No ``args``: the files of the last ``up`` in this state directory."""
+    No ``args``: the files of the last ``up`` in this state directory. A Router with a store
+    that scales in keeps its leaving routers until they have moved their nodes, for up to
+    ``handoff_timeout`` (local_handoff.py), saying so to ``progress`` first."""
     state_dir = state_dir.resolve()
     if not args and not (state_dir / "state.json").exists():
         raise InvalidInput([f"no files given, and no earlier `up` in {state_dir} to repeat"])
@@ -459,13 +466,67 @@ def up(
             files = [str(Path(arg).absolute()) for arg in args]
         else:
             files, args = state.files, [shown_path(f) for f in state.files]
-        planned = plan_files(args, state.resources, local_scaler.replicas(state_dir))
+        running = local_handoff.running_replicas(state.pods)
+        planned = plan_files(args, state.resources, local_scaler.replicas(state_dir), running)
         if sorted(files) != sorted(state.files):
             _check_not_left_out(state_dir, state, planned)
+        first = applied = None
+        if planned.interim is not None:
+            with _locked(MACHINE_LOCK):
+                interim = dataclasses.replace(planned, plan=planned.interim)
+                first = _run(state_dir, state, files, interim, timeout)
+            # Outside the machine-wide lock: another state directory's `up` need not wait.
+            pending = _hand_off(first, planned, handoff_timeout, progress)
+            if pending:
+                applied = dataclasses.replace(first, handing_off=pending)
         with _locked(MACHINE_LOCK):
-            applied = _run(state_dir, state, files, planned, timeout)
+            if applied is None:
+                applied = _run(state_dir, state, files, planned, timeout)
+                if first is not None:
+                    applied = dataclasses.replace(applied, actions=_merged(first, applied))
             applied = _run_collectors(state_dir, state, applied, collector, timeout)
             return _run_autoscaler(state_dir, state, applied)
+
+
+def _hand_off(
+    first: Applied,
+    planned: Planned,
+    timeout: float,
+    progress: Callable[[str], None] | None,
+) -> dict[str, int | None]:
+    """Waits for the leaving routers to hold nothing; what those still holding hold."""
+    target = planned.plan.pods()
+    leaving = {pod.name: pod for pod in first.pods if pod.name not in target}
+    if progress is not None:
+        progress(local_handoff.progress_line(sorted(leaving), timeout))
+
+    def held_by(name: str) -> int | None:
+        pod = leaving[name]
+        endpoint = next(iter(pod.endpoints("normal") + pod.endpoints("route-container")), None)
+        if endpoint is None:
+            return None
+        try:
+            rows = management_query(
+                endpoint, {NODE_ENTITY: ["name"]}, MANAGEMENT_TIMEOUT, optional={NODE_ENTITY}
+            )
+        except Exception:  # not answering yet (busy moving, restarting): asked again
+            return None
+        return local_handoff.held(name, rows)
+
+    return local_handoff.wait_handed_off(sorted(leaving), held_by, timeout)
+
+
+def _merged(first: Applied, second: Applied) -> dict[str, str]:
+    """What the two steps of a hand-off did to each pod, as one word each."""
+    actions = dict(first.actions)
+    for pod, action in second.actions.items():
+        before = actions.get(pod)
+        if action == "unchanged" and before is not None:
+            continue
+        if before and before.startswith("updated (") and action.startswith("updated ("):
+            action = f"{before[:-1]}, {action.removeprefix('updated (')}"
+        actions[pod] = action
+    return actions
 
 
 def _check_not_left_out(state_dir: Path, state: State, planned: Planned) -> None:

@@ -8,11 +8,12 @@
     routernet receive ADDRESS [--count N] [--idle S] ...            a consumer on every router
     routernet request ADDRESS [--body TEXT] [--timeout S]           one request, its reply
 
-Exit codes: 0 fine; 1 a router failed to start or stop, (status) is not running, (send) a
-message ended neither accepted nor rejected, (receive) --count was not reached, (request) no
-reply; 2 invalid files or usage (nothing changed); 130 interrupted. The backend is local.py
-(processes, state, status) with local_files.py (reading, validating and planning the files);
-send, receive and request are traffic/.
+Exit codes: 0 fine; 1 a router failed to start or stop, (up) a leaving router of a Router
+with a store still held nodes when up stopped waiting (left running), (status) is not running,
+(send) a message ended neither accepted nor rejected, (receive) --count was not reached,
+(request) no reply; 2 invalid files or usage (nothing changed); 130 interrupted. The backend
+is local.py (processes, state, status) with local_files.py (reading, validating and planning
+the files); send, receive and request are traffic/.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from router_operator import local
+from router_operator import local, local_handoff
 from router_operator.local_files import InvalidInput, file_signature
 from router_operator.traffic import cli as traffic
 
@@ -145,8 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def up(args: argparse.Namespace) -> int:
-    print_applied(local.up(args.state_dir, args.files, collector=args.collector))
-    return 0
+    applied = local.up(args.state_dir, args.files, collector=args.collector, progress=_progress)
+    print_applied(applied)
+    return 1 if applied.handing_off else 0
+
+
+def _progress(line: str) -> None:
+    print(f"{PROG}: {line}", flush=True)
 
 
 def print_applied(applied: local.Applied) -> None:
@@ -184,6 +190,8 @@ def print_applied(applied: local.Applied) -> None:
     if applied.autoscaler is not None:
         print(f"autoscaler: {applied.autoscaler}")
     print(f"state, configs and logs: {_shown(applied.state_dir)}")
+    if applied.handing_off:
+        print(f"{PROG}: {local_handoff.left_running_line(applied.handing_off)}", file=sys.stderr)
 
 
 def watch(state_dir: Path, files: Sequence[str], collector: bool = True) -> int:
@@ -217,7 +225,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def _apply_once(state_dir: Path, files: Sequence[str], collector: bool) -> None:
     print(f"{PROG}: applying {' '.join(files)} at {time.strftime('%H:%M:%S')}", flush=True)
     try:
-        print_applied(local.up(state_dir, files, collector=collector))
+        print_applied(local.up(state_dir, files, collector=collector, progress=_progress))
     except InvalidInput as err:
         for line in err.lines:
             print(f"{PROG}: {line}", file=sys.stderr)
@@ -246,9 +254,10 @@ def format_status(report: dict[str, Any]) -> str:
     lines = [f"namespace {report['namespace']}, state in {_shown(Path(report['stateDir']))}"]
     rows = []
     for r in report["routers"]:
-        inter = [c["peer"] for c in r["connections"] if c["role"] == "inter-router"]
+        # A connection still opening has no peer yet: "?".
+        inter = [c["peer"] or "?" for c in r["connections"] if c["role"] == "inter-router"]
         edge = [
-            f"{c['peer']}(uplink)" if c["peer"] == r.get("uplink") else c["peer"]
+            "?" if c["peer"] is None else _uplink(c["peer"], r.get("uplink"))
             for c in r["connections"]
             if c["role"] == "edge"
         ]
@@ -323,6 +332,10 @@ def format_status(report: dict[str, Any]) -> str:
         headers = ["NODE", "TYPE", "ROUTER", "DEPTH", "CONSUMERS"]
         lines += ["", _table(headers, rows)]
     return "\n".join(lines)
+
+
+def _uplink(peer: str, uplink: str | None) -> str:
+    return f"{peer}(uplink)" if peer == uplink else peer
 
 
 def _load(load: dict[str, float]) -> str:

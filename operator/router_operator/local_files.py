@@ -30,8 +30,9 @@ import yaml
 
 from router.config import UniqueKeyLoader
 from router_operator import adapter
+from router_operator.handoff import HandOff, hand_off
 from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, Gateway, LinkRoute, Router
-from router_operator.planner import NamespacePlan, plan_namespace
+from router_operator.planner import NamespacePlan, RouterDecl, plan_namespace
 
 DEFAULT_NAMESPACE = "default"
 RESOURCE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -310,6 +311,11 @@ class Planned:
     declared: tuple[Declared, ...]
     plan: NamespacePlan
     warnings: tuple[str, ...]
+    handoffs: tuple[HandOff, ...] = ()
+    """Routers with a store that run more pods than they declare now (handoff.py)."""
+    interim: NamespacePlan | None = None
+    """With ``handoffs``: what runs first, every pod of theirs kept but only the declared ones
+    hosting, until the others have moved their nodes there; ``plan`` is what runs after."""
 
 
 def _scaled(parsed: adapter.Parsed, autoscaled: Mapping[str, int]) -> adapter.Parsed:
@@ -327,11 +333,15 @@ def plan_files(
     args: Sequence[str],
     applied: Mapping[str, Any] | None = None,
     autoscaled: Mapping[str, int] | None = None,
+    running: Mapping[str, int] | None = None,
 ) -> Planned:
     """Reads, validates and plans; raises InvalidInput with every problem. ``applied`` is what
     the last ``up`` applied (its objects keep their creation time: the older wins conflicts).
     ``autoscaled``: replicas the local autoscaler set (local_scaler.py), by Router name; they
-    replace the file's for Routers the operator autoscales, as /scale does on Kubernetes."""
+    replace the file's for Routers the operator autoscales, as /scale does on Kubernetes.
+    ``running``: the pods each Router has now (the StatefulSet's replicas, as it were): a
+    Router with a store that has more than it declares is scaled in by hand-off (``interim``
+    first, handoff.py)."""
     applied = applied or {}
     namespace, declared = load_resources(args)
     problems = check_local(declared) + check_updates(declared, applied)
@@ -343,13 +353,28 @@ def plan_files(
     ]
     parsed = {kind: [d.parsed for d in declared if d.kind == kind] for kind in KIND_NAMES}
     parsed["Router"] = [_scaled(p, autoscaled or {}) for p in parsed["Router"]]
-    plan = plan_namespace(
-        namespace,
-        [adapter.router_decl(p, DEFAULT_ROUTER_IMAGE) for p in parsed["Router"]],
-        [adapter.address_decl(p) for p in parsed["Address"]],
-        [adapter.link_route_decl(p) for p in parsed["LinkRoute"]],
-        [adapter.gateway_decl(p) for p in parsed["Gateway"]],
-    )
+    routers = [adapter.router_decl(p, DEFAULT_ROUTER_IMAGE) for p in parsed["Router"]]
+
+    def plan_with(routers: list[RouterDecl]) -> NamespacePlan:
+        return plan_namespace(
+            namespace,
+            routers,
+            [adapter.address_decl(p) for p in parsed["Address"]],
+            [adapter.link_route_decl(p) for p in parsed["LinkRoute"]],
+            [adapter.gateway_decl(p) for p in parsed["Gateway"]],
+        )
+
+    plan = plan_with(routers)
+    # No pod has reported anything yet: a Router running more pods than it declares holds them.
+    steps = {
+        r.name: hand_off(r.name, r.replicas, (running or {}).get(r.name, 0), {})
+        for r in routers
+        if r.store is not None
+    }
+    handoffs = tuple(step for step in steps.values() if step.holding)
+    interim = None
+    if handoffs:
+        interim = plan_with([steps[r.name].apply(r) if r.name in steps else r for r in routers])
     origin = {(d.kind, d.name): d.origin for d in declared}
     warnings: list[str] = []
     for problem in plan.problems:
@@ -357,4 +382,4 @@ def plan_files(
         (warnings if problem.reason in WARNINGS else problems).append(line + problem.message)
     if problems:
         raise InvalidInput(problems)
-    return Planned(namespace, tuple(declared), plan, tuple(warnings))
+    return Planned(namespace, tuple(declared), plan, tuple(warnings), handoffs, interim)

@@ -172,6 +172,9 @@ class LocalScaler:
         self.state_dir = state_dir
         self.period = period
         self.scaling: dict[str, RouterScaling] = {}
+        self.unfinished = False
+        """The last `up` left leaving routers of a Router with a store running, still holding
+        nodes (local_handoff.py): the next pass runs it again to stop them once they are empty."""
 
     def run_forever(self) -> None:
         while True:
@@ -189,6 +192,11 @@ class LocalScaler:
         state = local.State.load(self.state_dir)
         if state is None:
             return
+        if self.unfinished:
+            try:
+                self.up(collector=bool(state.collectors))
+            except (local.LocalError, InvalidInput) as err:
+                log.error("finishing a scale-in failed: %s", err)
         routers = autoscaled(state.resources)
         entries = load(self.state_dir)
         kept: dict[str, dict[str, Any]] = {}
@@ -217,7 +225,7 @@ class LocalScaler:
                 wanted = {"replicas": result.replicas, "status": _dump(status)}
                 save(self.state_dir, {**entries, **kept, name: wanted})  # what `up` plans with
                 try:
-                    local.up(self.state_dir, collector=bool(state.collectors))
+                    self.up(collector=bool(state.collectors))
                 except (local.LocalError, InvalidInput) as err:
                     log.error("scaling %s to %d failed: %s", name, result.replicas, err)
                     message = f"the autoscaler failed to update the replicas: {err}"
@@ -231,6 +239,15 @@ class LocalScaler:
         for gone in set(self.scaling) - set(kept):
             del self.scaling[gone]
         save(self.state_dir, kept)
+
+    def up(self, *, collector: bool) -> None:
+        """`routernet up` again, with the replicas just saved."""
+        from router_operator import local, local_handoff
+
+        applied = local.up(self.state_dir, collector=collector, progress=log.info)
+        self.unfinished = bool(applied.handing_off)
+        if self.unfinished:
+            log.warning("%s", local_handoff.left_running_line(applied.handing_off))
 
 
 def _read(path: Path) -> str | None:
