@@ -26,9 +26,11 @@ the Kubernetes schemas, and neither needs a cluster. Choices, and why:
   bound before the StatefulSet so the first pods may already watch. The pod mounts its token.
 - Pod status: each router writes the router ids it reaches to its own Pod's annotation
   ``routernet.io/reachable-routers`` (router/podstatus.py), which the operator reads for
-  ``meshConnected`` (mesh.py). The same Role grants get and patch on the Router's pods by name
-  (``<name>-0`` .. ``<name>-<replicas-1>``, rendered again on every scale), and no rule at all at
-  zero replicas: an empty ``resourceNames`` would mean every pod of the namespace.
+  ``meshConnected`` (mesh.py), and with a store ``routernet.io/store``, which a scale-in waits
+  for (handoff.py). The same Role grants get and patch on the Router's pods by name
+  (``<name>-0`` .. ``<name>-<replicas-1>``, the pods planned: the leaving ones too while they
+  hand off; rendered again on every scale), and no rule at all at zero replicas: an empty
+  ``resourceNames`` would mean every pod of the namespace.
 - LinkRoutes go into the pod configs like Addresses (live, no restart); the ConfigMap also keeps
   ``linkroutes``, the LinkRoutes folded in as their specs, which a paused LinkRoute is folded
   again from (its containerId entries in a pod config say nothing of which LinkRoute made them).
