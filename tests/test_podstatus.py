@@ -494,3 +494,67 @@ async def test_routers_report_what_they_reach_on_their_pods(
         repeated = [a for a, b in itertools.pairwise(values) if a == b]
         # Changes only; a restart writes once more what the Pod may already have.
         assert len(repeated) <= (1 if name == "r-2" else 0), (name, values)
+
+
+@pytest.mark.network
+@pytest.mark.asyncio
+async def test_a_router_reports_its_store_on_its_pod(
+    tmp_path: Path, kmock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A router with a store, in a pod as far as it can tell, writes ``routernet.io/store``
+    through the API: host while its config says so, moving while it holds a node it no longer
+    hosts (its new host, hub-0, does not exist: nothing moves), host again when it is again."""
+    import aiohttp
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    server = str(kmock.url).rstrip("/")
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", server)))
+    monkeypatch.setenv("POD_NAMESPACE", NS)
+    monkeypatch.setenv("POD_NAME", "hub-1")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("ROUTERNET_CONFIGMAP", raising=False)
+
+    def jobs(hosts: list[str]) -> list[dict[str, Any]]:
+        return [{"prefix": "jobs", "node": {"type": "queue", "hosts": hosts}}]
+
+    router = RouterProcess(
+        tmp_path / "hub-1",
+        "hub-1",
+        addresses=jobs(["hub-1"]),
+        sections={"store": {"path": str(tmp_path / "store")}},
+    )
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hub-1", "namespace": NS}}
+    async with aiohttp.ClientSession() as http:
+        response = await http.post(f"{server}/api/v1/namespaces/{NS}/pods", json=pod)
+        assert response.status == 200, await response.text()
+
+    def reported() -> dict[str, str]:
+        return dict(kmock.objects["v1/pods", NS, "hub-1"].raw["metadata"].get("annotations", {}))
+
+    async def converge(value: str) -> None:
+        deadline = time.monotonic() + CONVERGE
+        while reported().get(STORE_ANNOTATION) != value:
+            assert time.monotonic() < deadline, (value, reported(), router.log_path.read_text())
+            await asyncio.sleep(0.05)
+
+    def send() -> None:
+        conn = BlockingConnection(router.url, timeout=10)
+        try:
+            conn.create_sender("jobs.a").send(Message(body="kept", durable=True))
+        finally:
+            conn.close()
+
+    await asyncio.to_thread(router.start)
+    try:
+        await converge("host")
+        assert ANNOTATION not in reported()  # standalone: it reaches nobody to report
+        await asyncio.to_thread(send)
+        router.config["addresses"] = jobs(["hub-0"])
+        router.rewrite_config()
+        await converge("moving 1")
+        router.config["addresses"] = jobs(["hub-0", "hub-1"])
+        router.rewrite_config()
+        await converge("host")
+    finally:
+        await asyncio.to_thread(router.stop)
