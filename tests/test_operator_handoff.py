@@ -76,7 +76,8 @@ def test_a_scale_in_keeps_the_leaving_pods_until_each_is_empty() -> None:
 
     step = hand_off("hub", 1, 3, {**reports, "hub-2": "empty"})
     assert (step.replicas, step.hosts, step.holding) == (1, 1, False)
-    assert step.message == "no scale-in in progress: the 1 router pods host the nodes"
+    assert step.message == "no scale-in in progress: its router pod hosts the nodes"
+    assert hand_off("hub", 3, 3, {}).message.endswith("its 3 router pods host the nodes")
 
 
 def test_the_planner_keeps_every_pod_but_hosts_on_the_first() -> None:

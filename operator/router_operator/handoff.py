@@ -64,7 +64,9 @@ class HandOff:
     def message(self) -> str:
         """For people (the Router's status, `routernet up`)."""
         if not self.holding:
-            return f"no scale-in in progress: the {self.replicas} router pods host the nodes"
+            if self.replicas == 1:
+                return "no scale-in in progress: its router pod hosts the nodes"
+            return f"no scale-in in progress: its {self.replicas} router pods host the nodes"
         said = [f"{pod} {_said(value)}" for pod, value in self.waiting]
         return (
             f"scaling in from {self.replicas} to {self.desired} replicas: the StatefulSet keeps"
