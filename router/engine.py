@@ -700,6 +700,10 @@ class Router:
 
     def detach(self, link: Link, closed: bool = True) -> None:
         """Resolve the link's deliveries, answer the detach, and let Proton free the link."""
+        if link.peer is not None:
+            # A routed link going with its session or connection: its partner is told now,
+            # while both exist (router/linkrouting.py), not left pointing at a freed link.
+            self.linkrouter.lost(link)
         self.links.pop(link.pn, None)
         link.conn.links.discard(link)
         if self.network is not None and link.kind != "endpoint":

@@ -118,6 +118,31 @@ def test_durable_subscriptions_are_the_clients_through_any_router(
             c.close()
 
 
+def test_a_relayed_link_goes_when_its_clients_connection_closes(
+    world: World, tmp_path: Path
+) -> None:
+    """A client closes its connection, not its links: the routers between it and the host
+    detach the relayed link there too (it was left attached, pointing at a freed link, and a
+    later detach from the host crashed the router)."""
+    with network(tmp_path) as (a, b, _e):
+        wait_for_router(world, a, "B")
+        c = world.connect(a.url)
+        sender = c.sender("jobs.closing")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+
+        def producers() -> int:
+            on_b = world.connect(b.url)
+            try:
+                rows = Management(on_b).query("io.routernet.node", ["name", "producers"])
+            finally:
+                on_b.close()
+            return next((r["producers"] for r in rows if r["name"] == "jobs.closing"), 0)
+
+        assert producers() == 1
+        c.close()
+        world.run_until(lambda: producers() == 0, what="the host to see the link go")
+
+
 def test_a_link_to_a_node_whose_host_is_down_is_refused(world: World, tmp_path: Path) -> None:
     a = interior(tmp_path, "A", addresses=NODES)
     with started(a):
