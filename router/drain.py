@@ -18,6 +18,10 @@ On the first SIGTERM or SIGINT the router drains before it closes. It:
   senders, inter-router and edge links keep their credit, management still answers on links
   already attached.
 
+A router with a store that is no host of any node any more (its Router scaled in: the
+operator shrank the hosts first) also waits until it has moved every node it still holds to
+its host (router/nodes/moving.py), so that nothing stays behind on a volume that is going.
+
 It waits until no delivery it holds is unsettled and none waits for a consumer's credit, at most
 ``router.drainTimeoutSeconds`` (``--drain-seconds``), or until a second SIGTERM/SIGINT; then the
 engine's `shutdown` releases whatever is left to its senders and closes every connection.
@@ -63,15 +67,18 @@ def refusal(router: Router) -> str:
     return f"router {router.id} is shutting down: attach through another router"
 
 
-def outstanding(router: Router) -> tuple[int, int]:
-    """(senders' deliveries still unsettled in the router, deliveries waiting for credit)."""
+def outstanding(router: Router) -> tuple[int, int, int]:
+    """(senders' deliveries still unsettled in the router, deliveries waiting for credit,
+    nodes still to move away)."""
     unsettled = queued = 0
     for link in router.links.values():
         if link.incoming:
             unsettled += len(link.unsettled)
         else:
             queued += len(link.queue)
-    return unsettled, queued
+    nodes = router.nodes
+    moving = nodes.held() if nodes.store is not None and not nodes.hosting else 0
+    return unsettled, queued, moving
 
 
 class Drain:
@@ -83,7 +90,7 @@ class Drain:
         self.timeout = router.config.router.drainTimeoutSeconds
         self.deadline = now + self.timeout
         self.next_check = 0.0
-        self.left = (0, 0)
+        self.left = (0, 0, 0)
         self.reason = ""
 
     def begin(self) -> None:
@@ -115,13 +122,14 @@ class Drain:
                 ):
                     router.network.control.remove_local(entry.key)
                     withdrawn += 1
-        unsettled, queued = outstanding(router)
+        unsettled, queued, moving = outstanding(router)
         log.info(
             "router.draining",
             id=router.id,
             signal=router.stop_signals[0],
             unsettled=unsettled,
             queued=queued,
+            moving_nodes=moving,
             released_held=released,
             withdrawn_addresses=withdrawn,
             connections=len(router.conns),
@@ -148,7 +156,7 @@ class Drain:
         return True
 
     def finish(self) -> None:
-        unsettled, queued = self.left
+        unsettled, queued, moving = self.left
         log.info(
             "router.drained",
             id=self.router.id,
@@ -156,6 +164,7 @@ class Drain:
             seconds=round(time.monotonic() - self.started, 3),
             unsettled=unsettled,
             queued=queued,
+            moving_nodes=moving,
             **({"signal": self.router.stop_signals[1]} if self.reason == "signal" else {}),
         )
 

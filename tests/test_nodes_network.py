@@ -371,6 +371,38 @@ def test_links_to_a_moved_node_are_sent_to_its_new_host(world: World, tmp_path: 
             client.close()
 
 
+def test_a_router_that_hosts_no_more_moves_its_nodes_before_it_exits(
+    world: World, tmp_path: Path
+) -> None:
+    """SIGTERM to a router that is no host any more (its Router scaled in: the hosts shrink
+    first): its drain goes on until what it holds is on the host, at most its timeout."""
+    on_b = [{"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}}]
+    a = interior(tmp_path, "A", addresses=on_b)
+    b = interior(tmp_path, "B", connect=a, addresses=on_b)
+    for router, name in ((a, "store-a"), (b, "store-b")):
+        router.config["store"] = {"path": str(tmp_path / name)}
+    b.config["router"]["drainTimeoutSeconds"] = 30.0
+    with started(a, b):
+        wait_for_router(world, a, "B")
+        c = world.connect(a.url)
+        send(c, "jobs.leaving", [Message(body=i, durable=True) for i in range(200)])
+        c.close()
+        a.stop()  # the new host is down: nothing can move yet
+        b.config["addresses"][0]["node"]["hosts"] = ["A"]
+        b.rewrite_config()
+        b.wait_log("config.applied")
+        assert b.proc is not None
+        b.proc.send_signal(signal.SIGTERM)
+        b.wait_log("router.draining")
+        world.run_for(1.0)
+        assert b.proc.poll() is None  # still draining: its node has nowhere to go yet
+        a.config["addresses"][0]["node"]["hosts"] = ["A"]
+        a.start()
+        world.run_until(lambda: b.proc.poll() is not None, timeout=20.0, what="B to exit")
+        assert "reason=settled" in b.wait_log("event=router.drained.*")
+        assert depth(world, a, "jobs.leaving") == 200
+
+
 def rows(world: World, router: RouterProcess) -> list[dict[str, object]]:
     c = world.connect(router.url)
     try:

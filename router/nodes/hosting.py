@@ -210,9 +210,12 @@ class Nodes:
         return node if isinstance(node, Queue) else None
 
     def held(self) -> int:
-        """The queues and topics this router holds, but the ones clients made: a router that
-        is no host (`hosting`) and holds none has nothing to move, and its store can go."""
-        return sum(1 for name in self.nodes if name not in self.made)
+        """The queues and topics this router holds that some address still names (not the
+        ones clients made, nor those whose address went: nowhere to move them), and its
+        outboxes with messages: a router that is no host (`hosting`) and holds none has
+        nothing to move, and its store can go."""
+        nodes = sum(1 for name in self.nodes if name not in self.made and self.lookup(name))
+        return nodes + sum(1 for box in self.mover.outboxes.values() if box.depth)
 
     def hosts(self, settings: NodeSettings) -> list[str]:
         return settings.hosts or [self.router.id]
