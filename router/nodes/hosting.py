@@ -189,11 +189,13 @@ class Nodes:
             else:
                 # No address hosts it here now: kept on disk, served again if one does.
                 log.warning("store.unserved", node=name, messages=len(entries))
+        paged = sum(p.count for name in described if (p := store.paged(name)) is not None)
         log.info(
             "store.recovered",
             path=config.store.path,
             nodes=len(self.nodes),
-            messages=messages,
+            messages=messages + paged,
+            paged=paged,
             seconds=round(time.monotonic() - started, 3),
         )
 
