@@ -277,7 +277,10 @@ class LinkRouter:
         self.router.detach(link, closed=closed)
 
     def lost(self, link: Link) -> None:
-        """`link`'s connection is gone: its partner is detached with qd:routed-link-lost."""
+        """`link`'s session or connection is gone (closed or lost: either way its links were
+        not closed): its partner is detached with qd:routed-link-lost, as Dispatch does, and
+        closed only if the terminus would not survive the disconnect (expiry-policy never, or
+        a timeout), so that a durable subscription at the container stays."""
         peer = link.peer
         link.peer = None
         if peer is None or peer.conn.dead:
@@ -288,7 +291,13 @@ class LinkRouter:
             LINK_LOST,
             "the connection on the other side of this routed link was lost",
         )
-        self.release(peer, closed=True)
+        p = link.pn
+        terminus = lib.pn_link_remote_target(p) if link.incoming else lib.pn_link_remote_source(p)
+        survives = (
+            lib.pn_terminus_get_expiry_policy(terminus) == lib.PN_EXPIRE_NEVER
+            or lib.pn_terminus_get_timeout(terminus) > 0
+        )
+        self.release(peer, closed=not survives)
 
     def release(self, link: Link, closed: bool) -> None:
         if lib.pn_link_state(link.pn) & lib.PN_LOCAL_UNINIT:

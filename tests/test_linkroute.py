@@ -16,6 +16,7 @@ import pytest
 from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, settle
 from harness import RouterNetwork, RouterProcess, free_port
 from proton import Condition, Endpoint, Message
+from proton.reactor import DurableSubscription
 
 BROKER_ID = "broker-1"
 ROUTES = [
@@ -96,6 +97,9 @@ class FakeBroker(Client):
 
     def on_link_remote_detach(self, event: Any) -> None:
         self.detaches.append((event.link.name, "detach", event.link.remote_condition))
+
+    def on_link_error(self, event: Any) -> None:
+        pass  # recorded above; a broker keeps its connection when one link goes with an error
 
     def serve(self, address: str, count: int) -> None:
         self.queues.setdefault(address, []).extend(
@@ -241,6 +245,24 @@ def test_detach_and_close_are_passed_on_as_such(router: RouterProcess, world: Wo
     assert sorted((name, kind) for name, kind, _ in broker.detaches) == [
         ("in-1", "close"),
         ("sub-1", "detach"),
+    ]
+
+
+def test_a_clients_connection_closing_detaches_its_routed_links_at_the_container(
+    router: RouterProcess, world: World
+) -> None:
+    """A client that closes its connection, not its links: the container's ends are detached
+    with qd:routed-link-lost, as Dispatch does; closed, but for a terminus that outlives a
+    disconnect (expiry-policy never: a durable subscription), which is only detached."""
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url, container_id="leaving-client")
+    client.receiver("queue.sub", name="durable-1", options=[DurableSubscription()])
+    client.sender("queue.in", name="in-1")
+    client.close()
+    world.run_until(lambda: len(broker.detaches) == 2, what="both detached at the container")
+    assert sorted((name, kind, c.name) for name, kind, c in broker.detaches) == [
+        ("durable-1", "detach", "qd:routed-link-lost"),
+        ("in-1", "close", "qd:routed-link-lost"),
     ]
 
 
