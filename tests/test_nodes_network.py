@@ -12,6 +12,7 @@ import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clients import ACCEPTED, REJECTED, Management, World, settle
@@ -43,6 +44,17 @@ def network(tmp_path: Path) -> Iterator[tuple[RouterProcess, RouterProcess, Rout
         yield a, b, e
 
 
+def stored_pair(
+    tmp_path: Path, addresses: list[dict[str, object]]
+) -> tuple[RouterProcess, RouterProcess]:
+    """Interiors A and B (B dials A), each with a store: either may host, or become a host."""
+    a = interior(tmp_path, "A", addresses=addresses)
+    b = interior(tmp_path, "B", connect=a, addresses=addresses)
+    for router, name in ((a, "store-a"), (b, "store-b")):
+        router.config["store"] = {"path": str(tmp_path / name)}
+    return a, b
+
+
 def wait_for_router(world: World, router: RouterProcess, other: str) -> None:
     def known() -> bool:
         c = world.connect(router.url)
@@ -55,13 +67,17 @@ def wait_for_router(world: World, router: RouterProcess, other: str) -> None:
     world.run_until(known, timeout=20.0, what=f"{router.id} to know router {other}")
 
 
-def depth(world: World, router: RouterProcess, node: str) -> int:
+def rows(world: World, router: RouterProcess, field: str = "depth") -> list[dict[str, Any]]:
     c = world.connect(router.url)
     try:
-        rows = Management(c).query("io.routernet.node", ["name", "depth"])
+        return Management(c).query("io.routernet.node", ["name", field])
     finally:
         c.close()
-    return next((r["depth"] for r in rows if r["name"] == node), 0)
+
+
+def depth(world: World, router: RouterProcess, node: str, field: str = "depth") -> int:
+    """A count the router's management gives for a node it holds (0: it holds none)."""
+    return next((r[field] for r in rows(world, router, field) if r["name"] == node), 0)
 
 
 def test_producers_and_consumers_anywhere_share_the_hosts_queue(
@@ -130,17 +146,12 @@ def test_a_relayed_link_goes_when_its_clients_connection_closes(
         sender = c.sender("jobs.closing")
         world.run_until(lambda: sender.credit > 0, what="credit")
 
-        def producers() -> int:
-            on_b = world.connect(b.url)
-            try:
-                rows = Management(on_b).query("io.routernet.node", ["name", "producers"])
-            finally:
-                on_b.close()
-            return next((r["producers"] for r in rows if r["name"] == "jobs.closing"), 0)
-
-        assert producers() == 1
+        assert depth(world, b, "jobs.closing", "producers") == 1
         c.close()
-        world.run_until(lambda: producers() == 0, what="the host to see the link go")
+        world.run_until(
+            lambda: depth(world, b, "jobs.closing", "producers") == 0,
+            what="the host to see the link go",
+        )
 
 
 def test_a_link_to_a_node_whose_host_is_down_is_refused(world: World, tmp_path: Path) -> None:
@@ -235,10 +246,7 @@ def test_dead_letters_and_binding_copies_wait_for_their_nodes_host(
         {"prefix": "dead", "node": {"type": "queue", "hosts": ["A"]}},
         {"prefix": "audit", "node": {"type": "queue", "hosts": ["A"]}},
     ]
-    a = interior(tmp_path, "A", addresses=addresses)
-    b = interior(tmp_path, "B", connect=a, addresses=addresses)
-    for router, name in ((a, "store-a"), (b, "store-b")):
-        router.config["store"] = {"path": str(tmp_path / name)}
+    a, b = stored_pair(tmp_path, addresses)
     with started(a, b):
         wait_for_router(world, b, "A")
         c = world.connect(b.url)
@@ -273,10 +281,7 @@ def test_a_new_host_takes_its_nodes_messages_and_all(world: World, tmp_path: Pat
         {"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}},
         {"prefix": "news", "node": {"type": "topic", "hosts": ["A"]}},
     ]
-    a = interior(tmp_path, "A", addresses=on_a)
-    b = interior(tmp_path, "B", connect=a, addresses=on_a)
-    for router, name in ((a, "store-a"), (b, "store-b")):
-        router.config["store"] = {"path": str(tmp_path / name)}
+    a, b = stored_pair(tmp_path, on_a)
     with started(a, b):
         wait_for_router(world, b, "A")
         c = world.connect(b.url)
@@ -334,10 +339,7 @@ def test_links_to_a_moved_node_are_sent_to_its_new_host(world: World, tmp_path: 
         {"prefix": "jobs", "node": {"type": "queue", "hosts": ["A"]}},
         {"prefix": "news", "node": {"type": "topic", "hosts": ["A"]}},
     ]
-    a = interior(tmp_path, "A", addresses=on_a)
-    b = interior(tmp_path, "B", connect=a, addresses=on_a)
-    for router, name in ((a, "store-a"), (b, "store-b")):
-        router.config["store"] = {"path": str(tmp_path / name)}
+    a, b = stored_pair(tmp_path, on_a)
     durable = [DurableSubscription()]
     with started(a, b):
         wait_for_router(world, b, "A")
@@ -377,10 +379,7 @@ def test_a_router_that_hosts_no_more_moves_its_nodes_before_it_exits(
     """SIGTERM to a router that is no host any more (its Router scaled in: the hosts shrink
     first): its drain goes on until what it holds is on the host, at most its timeout."""
     on_b = [{"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}}]
-    a = interior(tmp_path, "A", addresses=on_b)
-    b = interior(tmp_path, "B", connect=a, addresses=on_b)
-    for router, name in ((a, "store-a"), (b, "store-b")):
-        router.config["store"] = {"path": str(tmp_path / name)}
+    a, b = stored_pair(tmp_path, on_b)
     b.config["router"]["drainTimeoutSeconds"] = 30.0
     with started(a, b):
         wait_for_router(world, a, "B")
@@ -401,11 +400,3 @@ def test_a_router_that_hosts_no_more_moves_its_nodes_before_it_exits(
         world.run_until(lambda: b.proc.poll() is not None, timeout=20.0, what="B to exit")
         assert "reason=settled" in b.wait_log("event=router.drained.*")
         assert depth(world, a, "jobs.leaving") == 200
-
-
-def rows(world: World, router: RouterProcess) -> list[dict[str, object]]:
-    c = world.connect(router.url)
-    try:
-        return Management(c).query("io.routernet.node", ["name", "depth"])
-    finally:
-        c.close()

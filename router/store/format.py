@@ -113,17 +113,10 @@ class Enqueue(NamedTuple):
     size: int
 
 
-class Page(NamedTuple):
-    """A PAGE as decoded: the fields of an `Enqueue`."""
+class Page(Enqueue):
+    """A PAGE as decoded: the fields of an `Enqueue` (tell them apart by `type()`)."""
 
-    id: int
-    node: str
-    priority: int
-    expiry: float | None
-    durable: bool
-    delivery_count: int
-    data_at: int
-    size: int
+    __slots__ = ()
 
 
 class PageCursor(NamedTuple):
