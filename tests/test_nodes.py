@@ -358,6 +358,28 @@ def test_a_deep_queue_pages_and_loses_nothing_to_kill_9(world: World, tmp_path: 
         c.close()
 
 
+def test_a_non_durable_subscriptions_paged_messages_go_with_it_after_a_crash(
+    world: World, tmp_path: Path
+) -> None:
+    """Its messages, paged ones too, are not kept across a restart: the log they were in goes."""
+    store = tmp_path / "store"
+    r = RouterProcess(
+        tmp_path,
+        "P",
+        addresses=NODES,
+        sections={"store": {"path": str(store), "indexedMessages": 1000}},
+    )
+    with started(r):
+        c = world.connect(r.url)
+        consumer(c, "news.flood", credit=0)  # takes nothing: its subscription fills and pages
+        send(c, "news.flood", [Message(body=i, durable=True) for i in range(1500)])
+        assert nodes(world, r)["news.flood"]["paged"] == 500
+        r.stop(signal.SIGKILL)
+        c.close(wait=False)
+        r.start()
+    assert [p.name for p in store.glob("*.log")] == ["00000002.log"]  # the first one freed
+
+
 def test_a_non_durable_subscription_goes_with_its_link(
     world: World, router: RouterProcess, client: Client
 ) -> None:

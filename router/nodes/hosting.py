@@ -189,6 +189,9 @@ class Nodes:
             else:
                 # No address hosts it here now: kept on disk, served again if one does.
                 log.warning("store.unserved", node=name, messages=len(entries))
+        for name in store.paged_nodes():
+            if name not in described:
+                store.drop_pages(name)  # a non-durable subscription's: gone with its link
         paged = sum(p.count for name in described if (p := store.paged(name)) is not None)
         log.info(
             "store.recovered",

@@ -358,6 +358,10 @@ class Store:
         pages = self._pages.get(node)
         return pages if pages is not None and pages.count else None
 
+    def paged_nodes(self) -> list[str]:
+        """The nodes with paged messages."""
+        return list(self._pages)
+
     def depage(self, node: str, want: int) -> list[Entry]:
         """Takes in up to `want` of the node's paged messages, oldest first, as entries like
         `append`'s: copies in one BATCH with the node's PAGE_CURSOR (paging.py). Nothing
