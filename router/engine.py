@@ -298,6 +298,10 @@ class Router:
             if link.incoming:
                 for f in list(link.unsettled.values()):
                     fwd.settle_incoming(f, RELEASED)
+                # What arrives from now on is not forwarded: its outcome could not come back
+                # before the connections close, so its sender would send it again elsewhere
+                # after a consumer here had it (a duplicate). Unanswered, it is simply resent.
+                del self.links[link.pn]
         for conn in self.conns.values():
             conn.closing = True
             lib.pn_connection_close(conn.pn)
