@@ -109,7 +109,8 @@ def take(nodes: Nodes, node: Node, data: bytes) -> bool | None:
 
 
 def take_into(queue: Queue, data: bytes) -> bool:
-    """Into one queue as it is (a subscription moved here): durable or not, as `take`."""
+    """Into one queue as it is (a subscription moved here, an outbox): durable or not, as
+    `take`."""
     st = stamp(data, time.time())
     queue.put(data, st.priority, st.expiry, st.durable)
     return st.durable

@@ -22,7 +22,6 @@ passes on must not depend on the target's host being reachable at that moment.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from proton import symbol
@@ -31,7 +30,6 @@ from router.log import get_logger
 from router.nodes import distribution, intake
 from router.nodes.config import NodeSettings
 from router.nodes.filters import described
-from router.nodes.message import stamp
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic
@@ -75,8 +73,7 @@ class Mover:
 
     def post(self, address: str, data: bytes) -> None:
         """A message of this router's own for node `address`, whose host is another router."""
-        st = stamp(data, time.time())
-        self.outbox(address).put(data, st.priority, st.expiry, st.durable)
+        intake.take_into(self.outbox(address), data)
         self.next_check = 0.0  # sent on at the next tick, not in two seconds
 
     def tick(self, now: float) -> None:

@@ -99,7 +99,6 @@ class Queue:
         self.dead_lettered = 0
         self.expired = 0
         self.dropped = 0
-        self.paging = store.paged(self.store_name) is not None  # recovered with paged ones
 
     # ----- in ---------------------------------------------------------------------------------
 
@@ -107,9 +106,8 @@ class Queue:
         """Takes the message in: held in memory, or (None) paged."""
         store = self.store
         self.enqueued += 1
-        if self.paging or not store.room():
+        if not store.room() or store.paged(self.store_name) is not None:  # in order behind them
             store.page(self.store_name, data, priority=priority, expiry=expiry, durable=durable)
-            self.paging = True
             return None
         entry = store.append(
             self.store_name, data, priority=priority, expiry=expiry, durable=durable
@@ -124,7 +122,6 @@ class Queue:
         entries = self.store.depage(self.store_name, REFILL)
         for entry in entries:
             self.restore(entry)
-        self.paging = self.store.paged(self.store_name) is not None
         return bool(entries)
 
     def clear(self) -> None:
@@ -132,7 +129,6 @@ class Queue:
         for held in list(self.messages.values()):
             self.remove(held)
         self.store.drop_pages(self.store_name)
-        self.paging = False
 
     def restore(self, entry: Entry) -> Held:
         """Index a stored message (a new one, or one recovered from the store at start)."""
@@ -148,16 +144,14 @@ class Queue:
 
     @property
     def depth(self) -> int:
-        if self.paging and (pages := self.store.paged(self.store_name)) is not None:
-            return len(self.messages) + pages.count
-        return len(self.messages)
+        pages = self.store.paged(self.store_name)
+        return len(self.messages) + (pages.count if pages is not None else 0)
 
     @property
     def total_bytes(self) -> int:
         """`bytes` (in memory) and those of the paged messages."""
-        if self.paging and (pages := self.store.paged(self.store_name)) is not None:
-            return self.bytes + pages.bytes
-        return self.bytes
+        pages = self.store.paged(self.store_name)
+        return self.bytes + (pages.bytes if pages is not None else 0)
 
     def full(self) -> bool:
         s = self.settings
@@ -170,7 +164,7 @@ class Queue:
     def take(self, sub: Subscriber) -> Held | None:
         """The next message for `sub`: the oldest of the highest priority it may have. A
         consumer acquires it; a browser only moves its cursor past it."""
-        if self.paging:
+        if self.store.paged(self.store_name) is not None:
             self.refill()
         if sub.browse:
             for held in self.browsable(sub):
@@ -267,7 +261,7 @@ class Queue:
         return due
 
     def counters(self) -> dict[str, int]:
-        pages = self.store.paged(self.store_name) if self.paging else None
+        pages = self.store.paged(self.store_name)
         return {
             "depth": self.depth,
             "bytes": self.total_bytes,

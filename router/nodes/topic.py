@@ -121,11 +121,12 @@ class Topic:
 
     def counters(self) -> dict[str, int]:
         subs = list(self.subscriptions.values())
+        each = [s.counters() for s in subs]
         return {
-            "depth": self.depth,
-            "bytes": self.bytes,
-            "durable": sum(s.counters()["durable"] for s in subs),
-            "paged": sum(s.counters()["paged"] for s in subs),
+            "depth": sum(c["depth"] for c in each),
+            "bytes": sum(c["bytes"] for c in each),
+            "durable": sum(c["durable"] for c in each),
+            "paged": sum(c["paged"] for c in each),
             "enqueued": self.enqueued,
             "dequeued": sum(s.dequeued for s in subs),
             "deadLettered": sum(s.dead_lettered for s in subs),

@@ -164,12 +164,12 @@ class Coordinator:
         from router.nodes import distribution
 
         nodes = self.nodes
+        store = nodes.store
+        assert store is not None  # `attach` serves a coordinator only where there is one
         del self.open[txn.id]
-        if nodes.store is None:  # a coordinator only serves where there is a store
-            return
-        with nodes.store.atomic():  # one record on disk: a crash keeps all of it or none
+        with store.atomic():  # one record on disk: a crash keeps all of it or none
             self.apply(txn, fail)
-        nodes.store.sync()  # what the commit did is on disk before it is acknowledged
+        store.sync()  # what the commit did is on disk before it is acknowledged
         touched = {node for node, _, _ in txn.sends} | {a.node for a, _, _, _ in txn.outcomes}
         for node in touched:
             distribution.pump_node(nodes, node)

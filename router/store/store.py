@@ -291,9 +291,12 @@ class Store:
         delivery_count: int = 0,
     ) -> Entry:
         """Takes a message into `node`; on disk once a later `sync()` returned."""
+        return self._enqueue(self._new_id(), node, priority, expiry, durable, delivery_count, data)
+
+    def _new_id(self) -> int:
         id = self._next_id
         self._next_id = id + 1
-        return self._enqueue(id, node, priority, expiry, durable, delivery_count, data)
+        return id
 
     def _enqueue(
         self,
@@ -337,10 +340,8 @@ class Store:
         delivery_count: int = 0,
     ) -> None:
         """Takes a message into `node` without indexing it (paging.py); on disk as `append`."""
-        id = self._next_id
-        self._next_id = id + 1
         record = encode_enqueue(
-            id, node, priority, expiry, durable, delivery_count, data, kind=PAGE
+            self._new_id(), node, priority, expiry, durable, delivery_count, data, kind=PAGE
         )
         pages = self._pages.setdefault(node, NodePages())
         pages.add(len(data), durable)
