@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 # there and again whenever the router's source changes: mypy reads the modules they import too.
 # router/__init__.py refuses compiled modules whose source has changed since.
 NATIVE := router/native-sources.json
-$(NATIVE): setup.py $(wildcard router/*.py router/*/*.py) | $(STAMP)
+$(NATIVE): setup.py $(wildcard router/*.py router/*.c router/*/*.py) | $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
 
 native: $(NATIVE)

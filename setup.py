@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 # The modules every message passes through: the event loop, the forwarder, the section scanner
 # and the link records they share, and the telemetry the data path counts into (the flow
@@ -30,15 +30,24 @@ NATIVE = [
 # once their source differs (an edit, a checkout), rather than run code that is no longer there.
 SOURCES = Path("router/native-sources.json")
 
+
+def content(source: Path) -> bytes:
+    """As router/__init__.py reads it: the source, and its C source if it has one."""
+    c_source = source.with_suffix(".c")
+    return source.read_bytes() + (c_source.read_bytes() if c_source.exists() else b"")
+
+
 ext_modules = []
 if os.environ.get("ROUTERNET_PURE") != "1":
     from mypyc.build import mypycify
 
-    compiled = {
-        Path(p).relative_to("router").as_posix(): hashlib.sha256(Path(p).read_bytes()).hexdigest()
-        for p in NATIVE
-    }
     ext_modules = mypycify(NATIVE, opt_level="3", group_name="router.native")
+    # The Proton calls of the data path in C (router/pnfast.py says why), beside their source.
+    ext_modules.append(Extension("router.pnfast", ["router/pnfast.c"]))
+    compiled = {
+        Path(p).relative_to("router").as_posix(): hashlib.sha256(content(Path(p))).hexdigest()
+        for p in [*NATIVE, "router/pnfast.py"]
+    }
 
 setup(ext_modules=ext_modules)
 if ext_modules:

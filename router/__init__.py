@@ -24,6 +24,13 @@ from pathlib import Path
 __version__ = "0.1.0"
 
 
+def _content(source: Path) -> bytes:
+    """What a compiled module was built from: its source, and its C source when it has one
+    (router/pnfast.c, whose Python twin is its reference)."""
+    c_source = source.with_suffix(".c")
+    return source.read_bytes() + (c_source.read_bytes() if c_source.exists() else b"")
+
+
 def _stale(package: Path) -> list[str]:
     """The sources whose compiled module was built from other content (source checkouts only)."""
     if not (package.parent / "setup.py").exists():
@@ -44,7 +51,7 @@ def _stale(package: Path) -> list[str]:
     return [
         name
         for source, name in names.items()
-        if built.get(name) != hashlib.sha256(source.read_bytes()).hexdigest()
+        if built.get(name) != hashlib.sha256(_content(source)).hexdigest()
     ]
 
 

@@ -16,7 +16,7 @@ import time
 import traceback
 from itertools import count
 from selectors import EVENT_READ, EVENT_WRITE
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from proton import Message as ProtonMessage
 
@@ -46,6 +46,7 @@ from router.management import Agent
 from router.network import Timers
 from router.nodes.hosting import Nodes
 from router.pn import ffi, get_condition, lib, set_condition, text
+from router.pnfast import NOT_CURRENT, SLOW, UNREADABLE, next_event, settled, take
 from router.sections import (
     EMPTY_ANNOTATIONS,
     MessageFormatError,
@@ -66,6 +67,7 @@ log = get_logger("router")
 HOUSEKEEPING_SECONDS = 0.1
 SHUTDOWN_GRACE_SECONDS = 3.0
 CLOSED_LINGER_SECONDS = 5.0
+PN_DELIVERY: Final = int(lib.PN_DELIVERY)
 
 
 def entering_network(ann: RouterAnnotations) -> RouterAnnotations:
@@ -167,7 +169,6 @@ class Router:
             lib.PN_LINK_REMOTE_CLOSE: self.on_link_close,
             lib.PN_LINK_REMOTE_DETACH: self.on_link_detach,
             lib.PN_LINK_FLOW: self.on_link_flow,
-            lib.PN_DELIVERY: self.on_delivery,
             lib.PN_TRANSPORT_ERROR: self.on_transport_error,
         }
         # Telemetry (router/telemetry/): flow records, and metrics and probes over HTTP.
@@ -402,26 +403,22 @@ class Router:
 
     def process(self, conn: Connection) -> None:
         coll = conn.collector
-        peek = lib.pn_collector_peek
-        pop = lib.pn_collector_pop
-        etype = lib.pn_event_type
         handlers = self.handlers
-        on_delivery = self.on_delivery
-        delivery = lib.PN_DELIVERY
+        event = next_event(coll, False)
         try:
-            while True:
-                ev = peek(coll)
-                if not ev:
+            while event is not None:
+                kind, pn, d = event
+                if kind == PN_DELIVERY:  # mostly these
+                    self.on_delivery(pn, d)
+                else:
+                    handler = handlers.get(kind)
+                    if handler is not None:
+                        handler(conn, pn)
+                if conn.dead:
                     return
-                kind = etype(ev)
-                handler = on_delivery if kind == delivery else handlers.get(kind)  # mostly these
-                if handler is not None:
-                    handler(conn, ev)
-                    if conn.dead:
-                        return
-                pop(coll)
+                event = next_event(coll, True)
         except Exception as e:  # what one peer sent must not end the router
-            pop(coll)
+            lib.pn_collector_pop(coll)
             self.peer_failed(conn, e)
 
     def peer_failed(self, conn: Connection, error: Exception) -> None:
@@ -749,11 +746,10 @@ class Router:
         elif not link.incoming:
             self.fwd.pump(link)
 
-    def on_delivery(self, conn: Connection, ev: Any) -> None:
-        link = self.links.get(lib.pn_event_link(ev))
+    def on_delivery(self, pn: Any, d: Any) -> None:
+        link = self.links.get(pn)
         if link is None:
             return
-        d = lib.pn_event_delivery(ev)
         if link.kind == "routed":
             self.routed_delivery(link, d)
         elif link.kind == "node":
@@ -791,23 +787,31 @@ class Router:
     # ----- the incoming data path ----------------------------------------------------------
 
     def incoming(self, link: Link, d: Any) -> None:
-        p = link.pn
-        if lib.pn_link_current(p) != d:
+        if link.partial is None and link.stream is None:
+            got = take(link.pn, d)  # the whole message, as almost all are
+        elif lib.pn_link_current(link.pn) != d:
+            got = NOT_CURRENT
+        else:
+            got = SLOW  # more of a message in several frames
+        if got == NOT_CURRENT:
             # An earlier delivery of this link changed: the sender settled it on its own.
-            settled = link.unsettled.get(d)
-            if settled is not None and lib.pn_delivery_settled(d):
+            forward = link.unsettled.get(d)
+            if forward is not None and settled(d):
                 del link.unsettled[d]
-                settled.in_d = None
+                forward.in_d = None
                 lib.pn_delivery_settle(d)
             return
-        data = self.receive(link, d)
-        if data is None:
+        if isinstance(got, bytes):
+            data: bytes | bytearray = got
+        elif got == UNREADABLE or (received := self.receive(link, d)) is None:
             return
+        else:
+            data = received
         fwd = self.fwd
         fwd.credit_dirty.add(link)
         fwd.received += 1
         link.delivered += 1
-        presettled = bool(lib.pn_delivery_settled(d))
+        presettled = settled(d)
         if link.kind == "control":
             if not presettled:
                 lib.pn_delivery_update(d, ACCEPTED)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from router.addressing import AddressRule, AddressTable, parse
 from router.links import Forward, Link, Queued
 from router.pn import copy_condition, data_get, data_put, ffi, lib
+from router.pnfast import credit, outcome, send, settle
 from router.sections import RouterAnnotations, Scan, rewrite
 from router.stats import RouterStats
 from router.telemetry.flows import FlowCounters, Flows
@@ -693,7 +694,7 @@ class Forwarder:
         if (
             not queue
             and link.stream is None
-            and lib.pn_link_credit(link.pn) > 0
+            and credit(link.pn) > 0
             and not (link.conn.want_write and congested(link))
         ):
             self.send(link, msg, fwd)
@@ -722,29 +723,26 @@ class Forwarder:
                 if msg.entry is not None:
                     msg.entry.transit += 1
         self.sent += 1
-        p = link.pn
-        od = new_delivery(link)
-        if isinstance(data, bytes):
-            lib.pn_link_send(p, data, len(data))
-        else:
-            lib.pn_link_send(p, ffi.from_buffer(data), len(data))
         link.delivered += 1
         if link.entry is not None:
             link.entry.egress += 1
-        if msg.stream is not None:
+        link.tag += 1
+        stream = msg.stream
+        if stream is not None:
             # The head of a message still arriving: the rest follows, then the advance.
+            od = send(link.pn, link.tag, data, False, False)
             if fwd is None or link.presettle:
                 link.presettled += 1
-            msg.stream.started(link, od, fwd)
+            stream.started(link, od, fwd)
             self.touched.add(conn)
             return
-        lib.pn_link_advance(p)
+        # An at-most-once consumer (presettle): sending is delivering, as far as the sender
+        # can know.
+        presettled = fwd is None or link.presettle
+        od = send(link.pn, link.tag, data, True, presettled)
         if fwd is None:
-            lib.pn_delivery_settle(od)
             link.presettled += 1
-        elif link.presettle:
-            # An at-most-once consumer: sending is delivering, as far as the sender can know.
-            lib.pn_delivery_settle(od)
+        elif presettled:
             link.presettled += 1
             self.copy_done(fwd, ACCEPTED, None)
         else:
@@ -778,7 +776,7 @@ class Forwarder:
         p = link.pn
         if congested(link):
             return
-        while queue and lib.pn_link_credit(p) > 0 and link.stream is None:
+        while queue and credit(p) > 0 and link.stream is None:
             q = queue.popleft()
             self.unblock(q)
             self.send(link, q.msg, q.fwd)
@@ -793,11 +791,9 @@ class Forwarder:
         fwd = link.unsettled.get(od)
         if fwd is None:
             return
-        state = lib.pn_delivery_remote_state(od)
-        if state not in TERMINAL:
-            if not lib.pn_delivery_settled(od):
-                return
-            state = ACCEPTED
+        state = outcome(od)
+        if not state:
+            return
         del link.unsettled[od]
         row = fwd.flow if link.kind == "endpoint" else None
         if row is not None:
@@ -820,7 +816,7 @@ class Forwarder:
                 # The one copy, accepted: nothing to weigh against other outcomes or copy over.
                 fwd.pending = 0
                 self.settle_incoming(fwd, ACCEPTED)
-                lib.pn_delivery_settle(od)
+                settle(od, 0)
                 self.touched.add(link.conn)
                 return
         elif state == RELEASED:
@@ -854,11 +850,11 @@ class Forwarder:
         fwd.in_d = None
         link = fwd.in_link
         link.unsettled.pop(in_d, None)
-        lib.pn_delivery_update(in_d, state)
         stream = link.stream
         if stream is None or stream.fwd is not fwd:
-            lib.pn_delivery_settle(in_d)
+            settle(in_d, state)
         else:
+            lib.pn_delivery_update(in_d, state)
             stream.settle_later = True  # once the rest of it has arrived
         stats = self.stats
         age = self.now - fwd.arrived
