@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from proton import int32, symbol
 
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from router.connector import Connector
     from router.links import Link
 
-IO_CHUNK = 256 * 1024
+IO_CHUNK: Final = 256 * 1024
 # How long a connector's attempt may take to get the peer's Open when idleTimeoutSeconds is 0.
-CONNECT_TIMEOUT_SECONDS = 16
+CONNECT_TIMEOUT_SECONDS: Final = 16
 # Open properties, as Qpid Dispatch sends them (server.c decorate_connection).
-PRODUCT = "routernet"
-COST_KEY = "qd.inter-router-cost"
-ANNOTATIONS_VERSION = 1
+PRODUCT: Final = "routernet"
+COST_KEY: Final = "qd.inter-router-cost"
+ANNOTATIONS_VERSION: Final = 1
 
 log = get_logger("router")
 

@@ -20,7 +20,7 @@ from typing import Any, Final, cast
 
 from proton import Message as ProtonMessage
 
-from router import __version__, attach, drain, inventory, sasl
+from router import __version__, attach, drain, inventory, pnfast, sasl
 from router.addressing import CONTAINER_KEY, AddressRule, AddressTable, parse
 from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
@@ -46,7 +46,7 @@ from router.management import Agent
 from router.network import Timers
 from router.nodes.hosting import Nodes
 from router.pn import ffi, get_condition, lib, set_condition, text
-from router.pnfast import NOT_CURRENT, SLOW, UNREADABLE, next_event, settled, take
+from router.pnfast import NOT_CURRENT, SLOW, UNREADABLE
 from router.sections import (
     EMPTY_ANNOTATIONS,
     MessageFormatError,
@@ -64,10 +64,14 @@ from router.telemetry.sampling import Sampler
 
 log = get_logger("router")
 
-HOUSEKEEPING_SECONDS = 0.1
-SHUTDOWN_GRACE_SECONDS = 3.0
-CLOSED_LINGER_SECONDS = 5.0
+HOUSEKEEPING_SECONDS: Final = 0.1
+SHUTDOWN_GRACE_SECONDS: Final = 3.0
+CLOSED_LINGER_SECONDS: Final = 5.0
 PN_DELIVERY: Final = int(lib.PN_DELIVERY)
+# Final names of a compiled module live in C statics: no lookup by name per message.
+next_event: Final = pnfast.next_event
+settled: Final = pnfast.settled
+take: Final = pnfast.take
 
 
 def entering_network(ann: RouterAnnotations) -> RouterAnnotations:

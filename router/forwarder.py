@@ -11,12 +11,12 @@ from __future__ import annotations
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from router import pnfast
 from router.addressing import AddressRule, AddressTable, parse
 from router.links import Forward, Link, Queued
 from router.pn import copy_condition, data_get, data_put, ffi, lib
-from router.pnfast import credit, outcome, send, settle
 from router.sections import RouterAnnotations, Scan, rewrite
 from router.stats import RouterStats
 from router.telemetry.flows import FlowCounters, Flows
@@ -29,25 +29,30 @@ if TYPE_CHECKING:
     from router.interrouter import Network
     from router.streaming import Stream
 
-ACCEPTED = lib.PN_ACCEPTED
-REJECTED = lib.PN_REJECTED
-RELEASED = lib.PN_RELEASED
-MODIFIED = lib.PN_MODIFIED
-TERMINAL = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
+ACCEPTED: Final = lib.PN_ACCEPTED
+REJECTED: Final = lib.PN_REJECTED
+RELEASED: Final = lib.PN_RELEASED
+MODIFIED: Final = lib.PN_MODIFIED
+TERMINAL: Final = frozenset((ACCEPTED, REJECTED, RELEASED, MODIFIED))
 # Output a consumer has not read beyond which the router stops sending it more: its deliveries
 # wait in the router's queues instead, where they hold back the senders' credit.
-BACKED_UP_BYTES = 1024 * 1024
+BACKED_UP_BYTES: Final = 1024 * 1024
 # Deliveries from other routers a consumer may have waiting before more are released.
-NETWORK_QUEUE_LIMIT = 1000
+NETWORK_QUEUE_LIMIT: Final = 1000
 # Delivery tags: Proton copies the tag into the delivery, so one scratch buffer serves every send.
-_TAG_BYTES = ffi.new("char[8]")
-TAG = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
-TAG_VIEW = ffi.buffer(_TAG_BYTES)
-pack_tag = struct.Struct("<Q").pack_into
+_TAG_BYTES: Final = ffi.new("char[8]")
+TAG: Final = ffi.new("pn_bytes_t *", {"size": 8, "start": _TAG_BYTES})
+TAG_VIEW: Final = ffi.buffer(_TAG_BYTES)
+pack_tag: Final = struct.Struct("<Q").pack_into
 # Distribution hints in mobile address updates, as Dispatch encodes them.
-HINTS = {"multicast": 1, "closest": 2, "balanced": 3}
+HINTS: Final = {"multicast": 1, "closest": 2, "balanced": 3}
 # When several consumers answer one multicast delivery, the strongest outcome wins.
-PRECEDENCE = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
+PRECEDENCE: Final = {REJECTED: 4, ACCEPTED: 3, MODIFIED: 2, RELEASED: 1, 0: 0}
+# Final names of a compiled module live in C statics: no lookup by name per message.
+credit: Final = pnfast.credit
+outcome: Final = pnfast.outcome
+send: Final = pnfast.send
+settle: Final = pnfast.settle
 
 
 class Message:

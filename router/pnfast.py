@@ -10,18 +10,18 @@ GIL released and retaken, errno saved, arguments converted); a message through o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from router.pn import ffi, lib
 
 # What `take` answers instead of a message.
-NOT_CURRENT = 0  # the delivery is not the link's current one: an earlier one changed
-UNREADABLE = 1  # nothing to read yet
-SLOW = 2  # aborted, or in several frames: the caller's general path handles it
+NOT_CURRENT: Final = 0  # the delivery is not the link's current one: an earlier one changed
+UNREADABLE: Final = 1  # nothing to read yet
+SLOW: Final = 2  # aborted, or in several frames: the caller's general path handles it
 
-_TERMINAL = (lib.PN_ACCEPTED, lib.PN_REJECTED, lib.PN_RELEASED, lib.PN_MODIFIED)
-_SCRATCH = [ffi.new("char[]", 1 << 16)]
-_TAG = ffi.new("char[8]")
+_TERMINAL: Final = (lib.PN_ACCEPTED, lib.PN_REJECTED, lib.PN_RELEASED, lib.PN_MODIFIED)
+_SCRATCH: Final = [ffi.new("char[]", 1 << 16)]
+_TAG: Final = ffi.new("char[8]")
 
 
 def next_event(collector: Any, pop: bool) -> tuple[int, Any, Any] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Final
 
 Buffer = bytes | bytearray | memoryview
 
@@ -21,10 +22,10 @@ class MessageFormatError(ValueError):
 
 # Encoded size of each AMQP 1.0 constructor's value: >= 0 is a fixed width, the negatives below
 # say where the size lives. Codes the spec does not define are _BAD so garbage is caught early.
-_V1 = -1  # variable/compound/array with a 1-byte size after the constructor
-_V4 = -4  # ... with a 4-byte size
-_DESCRIBED = -2
-_BAD = -3
+_V1: Final = -1  # variable/compound/array with a 1-byte size after the constructor
+_V4: Final = -4  # ... with a 4-byte size
+_DESCRIBED: Final = -2
+_BAD: Final = -3
 
 
 def _constructor_widths() -> tuple[int, ...]:
@@ -45,18 +46,18 @@ def _constructor_widths() -> tuple[int, ...]:
     return tuple(widths)
 
 
-_WIDTH = _constructor_widths()
+_WIDTH: Final = _constructor_widths()
 
-_U32 = struct.Struct(">I").unpack_from
-_U64 = struct.Struct(">Q").unpack_from
-_PACK_U32_PAIR = struct.Struct(">II").pack
-_OUT_OF_BOUNDS = (IndexError, struct.error)
+_U32: Final = struct.Struct(">I").unpack_from
+_U64: Final = struct.Struct(">Q").unpack_from
+_PACK_U32_PAIR: Final = struct.Struct(">II").pack
+_OUT_OF_BOUNDS: Final = (IndexError, struct.error)
 
 # A section's rank is its position in the order the spec requires; codes 0x70..0x78 are ranks 0..8.
-_RANK = {0x70 + rank: rank for rank in range(9)}
+_RANK: Final = {0x70 + rank: rank for rank in range(9)}
 _MESSAGE_ANN, _PROPERTIES = 2, 3
 _DATA, _SEQUENCE, _FOOTER = 5, 6, 8
-_SYMBOLIC = {
+_SYMBOLIC: Final = {
     b"amqp:header:list": 0x70,
     b"amqp:delivery-annotations:map": 0x71,
     b"amqp:message-annotations:map": 0x72,
@@ -69,9 +70,9 @@ _SYMBOLIC = {
 }
 # Constructors each section's value may use, so that a stray 0x00 in garbage is not taken for a
 # section. A described null is tolerated where the readers below can treat it as empty.
-_LIST = frozenset((0x40, 0x45, 0xC0, 0xD0))
-_MAP = frozenset((0x40, 0xC1, 0xD1))
-_ALLOWED = (
+_LIST: Final = frozenset((0x40, 0x45, 0xC0, 0xD0))
+_MAP: Final = frozenset((0x40, 0xC1, 0xD1))
+_ALLOWED: Final = (
     _LIST,  # header
     _MAP,  # delivery-annotations
     _MAP,  # message-annotations
@@ -85,22 +86,22 @@ _ALLOWED = (
 
 # Router annotations: Dispatch's, and Routernet's own (telemetry), which Dispatch routers in the
 # network pass on untouched like any annotation they do not know.
-_ROUTER_PREFIX = b"x-opt-qd."
-_ROUTERNET_PREFIX = b"x-opt-routernet."
-_K_INGRESS = b"\xa3\x10x-opt-qd.ingress"
-_K_TRACE = b"\xa3\x0ex-opt-qd.trace"
-_K_TO = b"\xa3\x0bx-opt-qd.to"
-_K_PHASE = b"\xa3\x0ex-opt-qd.phase"
-_SAMPLE_NAME = b"x-opt-routernet.ingress-ns"  # router.telemetry.schema.SAMPLE_ANNOTATION
-_K_SAMPLE = b"\xa3" + bytes((len(_SAMPLE_NAME),)) + _SAMPLE_NAME
-_ORIGIN_NAME = b"x-opt-routernet.origin"  # router.telemetry.schema.ORIGIN_ANNOTATION
-_K_ORIGIN = b"\xa3" + bytes((len(_ORIGIN_NAME),)) + _ORIGIN_NAME
-_PACK_I64 = struct.Struct(">q").pack
-_MA_MAP8 = b"\x00\x53\x72\xc1"
-_MA_MAP32 = b"\x00\x53\x72\xd1"
-_STR8 = tuple(bytes((0xA1, n)) for n in range(256))
+_ROUTER_PREFIX: Final = b"x-opt-qd."
+_ROUTERNET_PREFIX: Final = b"x-opt-routernet."
+_K_INGRESS: Final = b"\xa3\x10x-opt-qd.ingress"
+_K_TRACE: Final = b"\xa3\x0ex-opt-qd.trace"
+_K_TO: Final = b"\xa3\x0bx-opt-qd.to"
+_K_PHASE: Final = b"\xa3\x0ex-opt-qd.phase"
+_SAMPLE_NAME: Final = b"x-opt-routernet.ingress-ns"  # router.telemetry.schema.SAMPLE_ANNOTATION
+_K_SAMPLE: Final = b"\xa3" + bytes((len(_SAMPLE_NAME),)) + _SAMPLE_NAME
+_ORIGIN_NAME: Final = b"x-opt-routernet.origin"  # router.telemetry.schema.ORIGIN_ANNOTATION
+_K_ORIGIN: Final = b"\xa3" + bytes((len(_ORIGIN_NAME),)) + _ORIGIN_NAME
+_PACK_I64: Final = struct.Struct(">q").pack
+_MA_MAP8: Final = b"\x00\x53\x72\xc1"
+_MA_MAP32: Final = b"\x00\x53\x72\xd1"
+_STR8: Final = tuple(bytes((0xA1, n)) for n in range(256))
 # Integer constructors and whether they are signed; uint0/ulong0 carry no bytes and read as 0.
-_INTS = {
+_INTS: Final = {
     0x43: False,
     0x44: False,
     0x50: False,
@@ -229,11 +230,11 @@ class RouterAnnotations:
         self._sections[key] = section
 
 
-_SECTIONS_KEPT = 64
+_SECTIONS_KEPT: Final = 64
 
 # Returned for every message without router annotations, so the common case allocates nothing.
 # Callers must treat it as read-only (its kept sections are a cache).
-EMPTY_ANNOTATIONS = RouterAnnotations()
+EMPTY_ANNOTATIONS: Final = RouterAnnotations()
 
 
 def _skip(buf: Buffer, i: int, end: int) -> int:
@@ -358,7 +359,7 @@ def scan(buf: Buffer) -> Scan:
     return Scan(ma_start, ma_end, props_start, props_end, body_start)
 
 
-_APP_PROPERTIES = 4
+_APP_PROPERTIES: Final = 4
 
 
 def scan_head(buf: Buffer) -> Scan | None:
@@ -630,8 +631,8 @@ def _parse(ma: bytes) -> RouterAnnotations:
 # A stream's messages nearly always carry the same annotation bytes (the same ingress, trace and
 # to-override for every message one router forwards to the next), so one parse serves them all.
 # Sections longer than this are parsed afresh rather than kept.
-_CACHED_SECTION = 1024
-_parse_cached = lru_cache(maxsize=512)(_parse)
+_CACHED_SECTION: Final = 1024
+_parse_cached: Final = lru_cache(maxsize=512)(_parse)
 
 
 def _annotations(buf: Buffer, s: Scan) -> RouterAnnotations:

@@ -17,7 +17,7 @@ table without bound.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from router.telemetry.schema import (
     FLOW_COUNTS,
@@ -27,11 +27,11 @@ from router.telemetry.schema import (
     latency_bucket,
 )
 
-DEFAULT_WINDOW_SECONDS = 10.0
-DEFAULT_SAMPLE_EVERY = 100
+DEFAULT_WINDOW_SECONDS: Final = 10.0
+DEFAULT_SAMPLE_EVERY: Final = 100
 
 # The counters a window reports as differences, in schema column order.
-_COUNTS = FLOW_COUNTS
+_COUNTS: Final = FLOW_COUNTS
 
 
 class FlowCounters:
