@@ -65,11 +65,12 @@ class Scenario:
 
 
 def scenarios(via: str) -> list[Scenario]:
-    """Peer-to-peer baseline first, through `via` after, then through qdrouterd (one worker
-    thread, then its default) when QDROUTERD names one and `via` is the router."""
+    """qdrouterd first (one worker thread, then its default) when QDROUTERD names one and `via`
+    is the router, so the router's latency can also be taken at qdrouterd's loads; then the
+    peer-to-peer baseline, then through `via`."""
     paths: list[str | None] = [None, via]
     if QDROUTERD and via == "router":
-        paths += list(QDROUTERD_WORKERS)
+        paths = [*QDROUTERD_WORKERS, *paths]
     return [Scenario(path, presettled) for path in paths for presettled in (False, True)]
 
 
@@ -186,26 +187,36 @@ def _identity(scenario: Scenario) -> dict[str, str]:
     }
 
 
+def latency_result(paced: Transfer, load: float) -> dict[str, Any]:
+    return {
+        **summary(paced),
+        "offered_msgs_per_s": round(load),
+        "p50_us": paced.receiver["latency_p50_us"],
+        "p99_us": paced.receiver["latency_p99_us"],
+        "max_us": paced.receiver["latency_max_us"],
+    }
+
+
 def _result(scenario: Scenario, full: Transfer, paced: Transfer, load: float) -> dict[str, Any]:
     return {
         **_identity(scenario),
         "throughput": summary(full),
-        "latency": {
-            **summary(paced),
-            "offered_msgs_per_s": round(load),
-            "p50_us": paced.receiver["latency_p50_us"],
-            "p99_us": paced.receiver["latency_p99_us"],
-            "max_us": paced.receiver["latency_max_us"],
-        },
+        "latency": latency_result(paced, load),
         "intermediary": None,
     }
 
 
 def run_scenario(
-    scenario: Scenario, clients: Clients, count: int, latency_seconds: float, log_dir: Path
+    scenario: Scenario,
+    clients: Clients,
+    count: int,
+    latency_seconds: float,
+    log_dir: Path,
+    other_loads: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Measures one scenario; an intermediary's CPU is counted over the throughput run only,
-    its peak RSS over the whole scenario."""
+    its peak RSS over the whole scenario. `other_loads`: more latency runs, at these offered
+    loads by name (another router's latency load, to compare at the same load)."""
     if scenario.via is None:
         full = _transfer(scenario, clients, None, count, 0)
         load, latency_count = latency_plan(full, count, latency_seconds)
@@ -222,6 +233,10 @@ def run_scenario(
         result = _result(
             scenario, full, _transfer(scenario, clients, port, latency_count, load), load
         )
+        result["latency_at"] = {
+            name: latency_result(_transfer(scenario, clients, port, latency_count, other), other)
+            for name, other in (other_loads or {}).items()
+        }
         if proc.poll() is not None:
             raise BenchError(f"{scenario.via} exited with code {proc.returncode}")
         peak_rss = proc_status_mib(proc.pid, "VmHWM")
@@ -346,8 +361,17 @@ def run(
     }
     for scenario in chosen:
         print(f"bench: {scenario.name} ...", file=sys.stderr, flush=True)
+        # The router's latency also at each qdrouterd's latency load measured before it.
+        settlement = _identity(scenario)["settlement"]
+        other_loads = {
+            name: s["latency"]["offered_msgs_per_s"]
+            for name, s in results["scenarios"].items()
+            if scenario.via == "router"
+            and name in {f"{path}-{settlement}" for path in QDROUTERD_WORKERS}
+            and "error" not in s
+        }
         try:
-            outcome = run_scenario(scenario, clients, count, latency_seconds, log_dir)
+            outcome = run_scenario(scenario, clients, count, latency_seconds, log_dir, other_loads)
         except BenchError as e:
             outcome = {**_identity(scenario), "error": str(e)}
         print(f"bench: {scenario.name}: {_progress(outcome)}", file=sys.stderr, flush=True)
@@ -427,10 +451,21 @@ def qdrouterd_notes(results: dict[str, Any]) -> list[str]:
         return ["qdrouterd not measured in this run (set QDROUTERD to a qdrouterd binary)."]
     notes = []
     for settlement in ("unsettled", "presettled"):
-        ours = ran.get(f"router-{settlement}", {}).get("throughput", {}).get("msgs_per_s")
+        router = ran.get(f"router-{settlement}", {})
+        ours = router.get("throughput", {}).get("msgs_per_s")
         for path in QDROUTERD_WORKERS:
-            theirs = ran.get(f"{path}-{settlement}", {}).get("throughput", {}).get("msgs_per_s")
+            name = f"{path}-{settlement}"
+            theirs = ran.get(name, {}).get("throughput", {}).get("msgs_per_s")
             if ours and theirs:
                 ratio = ours / theirs
-                notes.append(f"router-{settlement} / {path}-{settlement}: {ratio:.2f} times.")
+                notes.append(f"router-{settlement} / {name}: {ratio:.2f} times.")
+            at = router.get("latency_at", {}).get(name)
+            if at is not None:
+                qd = ran[name]["latency"]
+                notes.append(
+                    f"router-{settlement} at {name}'s latency load "
+                    f"({at['offered_msgs_per_s']:,} msgs/s): p50 {at['p50_us']:,.0f} µs, "
+                    f"p99 {at['p99_us']:,.0f} µs; {name}: p50 {qd['p50_us']:,.0f} µs, "
+                    f"p99 {qd['p99_us']:,.0f} µs."
+                )
     return notes
