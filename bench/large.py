@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.clients import HOST, BenchError
-from bench.one_router import IDLE_SETTLE_S, proc_status_mib
+from bench.one_router import IDLE_SETTLE_S, proc_cpu_seconds, proc_status_mib
 
 SCENARIOS = ("chain3-1gib",)
 SIZE = 1024**3
@@ -156,6 +156,7 @@ def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        cpu = {rid: proc_cpu_seconds(pid) for rid, pid in pids.items()}
         try:
             moved = _transfer(
                 f"amqp://{HOST}:{routers['A'].port}", f"amqp://{HOST}:{routers['C'].port}", size
@@ -163,6 +164,7 @@ def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
         finally:
             done.set()
             sampler.join()
+        cpu = {rid: proc_cpu_seconds(pid) - cpu[rid] for rid, pid in pids.items()}
         time.sleep(SETTLE_AFTER_S)
         after = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}
     if not moved["identical"]:
@@ -176,6 +178,8 @@ def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
                 "idle_rss_mib": round(idle[rid], 1),
                 "peak_rss_mib": round(peak[rid], 1),
                 "after_rss_mib": round(after[rid], 1),
+                # the Python clients set the pace; this is what the router could carry
+                "cpu_s_per_gib": round(cpu[rid] / (size / 2**30), 2),
             }
             for rid in routers
         },

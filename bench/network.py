@@ -896,7 +896,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"router RSS MiB A / B / C: idle {_per_router(r, 'idle_rss_mib', 1)}, "
             f"peak {_per_router(r, 'peak_rss_mib', 1)}, 1.5 s after "
             f"{_per_router(r, 'after_rss_mib', 1)} (each below {s['target_rss_mib']:.0f}: "
-            f"{verdict(s['met'])}).",
+            f"{verdict(s['met'])}); router CPU s per GiB {_per_router(r, 'cpu_s_per_gib', 2)} "
+            "(the Python clients set the pace).",
         ]
     if overhead is not None:
         if "error" in overhead:
