@@ -1,12 +1,14 @@
 """Proves the benchmark harness works end to end without waiting for a real benchmark run:
 the C clients compile, a peer-to-peer transfer of a few thousand messages completes in both
 settlement modes, so does one through a chain of three routers, and one through a queue hosted
-on another router, the host survives a kill -9 with its queue, and the results render as the
-README's tables."""
+on another router, the host survives a kill -9 with its queue, a large message crosses a chain
+whole, qdrouterd is configured as our routers are, and the results render as the README's
+tables."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +154,66 @@ def test_hosted_queue_suite_runs_and_renders(tmp_path: Path) -> None:
     assert rendered.stdout == ran.stdout
     assert "| queue-durable-network |" in rendered.stdout
     assert "store.recovered" in rendered.stdout
+
+
+def test_qdrouterd_runs_first_and_is_configured_as_our_routers(tmp_path: Path) -> None:
+    """With QDROUTERD set, qdrouterd's scenarios come first (ours are then also measured at
+    their latency loads), and its chain routers are configured as ours: interior, one worker
+    thread, anonymous client and inter-router listeners, a connector per peer at its cost."""
+    code = (
+        "import json; from bench import network, one_router; "
+        "line = network.LINE; ports = {s.id: (1000 + i, 2000 + i) for i, s in enumerate(line)}; "
+        "print(json.dumps({"
+        "'one': [s.name for s in one_router.scenarios('router')], "
+        "'network': list(network.SCENARIOS), "
+        "'B': network.qdrouterd_config(line[1], 1001, 2001, ports)}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=25,
+        env={**os.environ, "QDROUTERD": str(tmp_path / "qdrouterd")},
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["one"][:4] == [
+        "qdrouterd1-unsettled",
+        "qdrouterd1-presettled",
+        "qdrouterd-unsettled",
+        "qdrouterd-presettled",
+    ]
+    assert got["network"][:2] == ["qdrouterd1-chain3-unsettled", "qdrouterd1-chain3-presettled"]
+    conf = got["B"]
+    assert "mode: interior\n    id: B\n    workerThreads: 1\n" in conf
+    assert "port: 1001\n    role: normal\n" in conf
+    assert "port: 2001\n    role: inter-router\n" in conf
+    # B dials A's inter-router port at cost 1, and nothing else
+    assert conf.count("connector {") == 1
+    assert "port: 2000\n    role: inter-router\n    cost: 1\n" in conf
+
+
+@pytest.mark.network
+@pytest.mark.timeout(60)
+def test_large_message_scenario_runs(tmp_path: Path) -> None:
+    """chain3-1gib's harness, with 8 MiB: the message arrives whole and the RSS is sampled."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from pathlib import Path; from bench import large; "
+            "print(json.dumps(large.run(Path(sys.argv[1]), size=8 * 2**20)))",
+            str(tmp_path),
+        ],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["identical"] and result["received_bytes"] == 8 * 2**20
+    assert set(result["routers"]) == {"A", "B", "C"}
+    for r in result["routers"].values():
+        assert 0 < r["idle_rss_mib"] <= r["peak_rss_mib"]
