@@ -49,7 +49,7 @@ def _stale(package: Path) -> list[str]:
         built = {}
     names = {source: source.relative_to(package).as_posix() for source in compiled}
     return [
-        name
+        name + (f" or {source.with_suffix('.c').name}" if source.with_suffix(".c").exists() else "")
         for source, name in names.items()
         if built.get(name) != hashlib.sha256(_content(source)).hexdigest()
     ]

@@ -22,6 +22,7 @@ COMPILED = (
     "engine",
     "forwarder",
     "links",
+    "pnfast",
     "sections",
     "telemetry.flows",
     "telemetry.sampling",
@@ -77,6 +78,25 @@ def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Pa
     assert "engine.py changed since compiled: run `make native`" in done.stderr
     # ... and the source itself still runs on request.
     assert Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[1]) == engine
+
+
+def test_a_changed_c_source_is_refused_too(tmp_path: Path) -> None:
+    """router/pnfast.c is built beside its Python twin: a change to the C alone is stale too."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "router", checkout / "router", ignore=shutil.ignore_patterns("__py*"))
+    shutil.copy(REPO / "setup.py", checkout)
+    c_source = checkout / "router" / "pnfast.c"
+    c_source.write_text(c_source.read_text() + "\n/* changed */\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import router.pnfast"],
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout), "ROUTERNET_PURE": ""},
+        timeout=30,
+    )
+    assert done.returncode != 0
+    assert "pnfast.py or pnfast.c changed since compiled: run `make native`" in done.stderr
 
 
 def runs_compiled(router: RouterProcess) -> bool:
