@@ -26,6 +26,9 @@ NATIVE = [
     "router/telemetry/sampling.py",
 ]
 
+# Extension modules written in C, each with a Python twin of the same name.
+C_MODULES = ["pnfast", "scanfast"]
+
 # What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
 # once their source differs (an edit, a checkout), rather than run code that is no longer there.
 SOURCES = Path("router/native-sources.json")
@@ -42,11 +45,12 @@ if os.environ.get("ROUTERNET_PURE") != "1":
     from mypyc.build import mypycify
 
     ext_modules = mypycify(NATIVE, opt_level="3", group_name="router.native")
-    # The Proton calls of the data path in C (router/pnfast.py says why), beside their source.
-    ext_modules.append(Extension("router.pnfast", ["router/pnfast.c"]))
+    # The data path's Proton calls and section walk in C (router/pnfast.py and
+    # router/scanfast.py say why), beside their Python twins.
+    ext_modules += [Extension(f"router.{name}", [f"router/{name}.c"]) for name in C_MODULES]
     compiled = {
         Path(p).relative_to("router").as_posix(): hashlib.sha256(content(Path(p))).hexdigest()
-        for p in [*NATIVE, "router/pnfast.py"]
+        for p in [*NATIVE, *(f"router/{name}.py" for name in C_MODULES)]
     }
 
 setup(ext_modules=ext_modules)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final
 
+from router import scanfast
+
 Buffer = bytes | bytearray | memoryview
 
 
@@ -55,6 +57,8 @@ _OUT_OF_BOUNDS: Final = (IndexError, struct.error)
 
 # A section's rank is its position in the order the spec requires; codes 0x70..0x78 are ranks 0..8.
 _RANK: Final = {0x70 + rank: rank for rank in range(9)}
+# In a C static (Final), not looked up by name per message.
+section_offsets: Final = scanfast.section_offsets
 _MESSAGE_ANN, _PROPERTIES = 2, 3
 _DATA, _SEQUENCE, _FOOTER = 5, 6, 8
 _SYMBOLIC: Final = {
@@ -299,8 +303,18 @@ def scan(buf: Buffer) -> Scan:
     """Find the section boundaries, rejecting anything that is not a well-formed section sequence.
 
     Everything else in this module trusts these offsets, so this is where garbage, truncation
-    and out-of-order sections are caught.
+    and out-of-order sections are caught. Messages as clients send them are walked in C
+    (router/scanfast.c); anything else, and every error, by `walk_sections`.
     """
+    found = section_offsets(buf)
+    if found is not None:
+        ma_start, ma_end, props_start, props_end, body_start = found
+        return Scan(ma_start, ma_end, props_start, props_end, body_start)
+    return walk_sections(buf)
+
+
+def walk_sections(buf: Buffer) -> Scan:
+    """`scan` in Python: every descriptor form, and the words of every error."""
     n = len(buf)
     if not n:
         raise MessageFormatError("empty message: no sections at offset 0")

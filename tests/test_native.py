@@ -23,6 +23,7 @@ COMPILED = (
     "forwarder",
     "links",
     "pnfast",
+    "scanfast",
     "sections",
     "telemetry.flows",
     "telemetry.sampling",
