@@ -1,8 +1,10 @@
-"""Compiles the router's per-message modules to C extensions with mypyc.
+"""Compiles the router's per-message modules to C extensions with mypyc, and builds the two
+written in C (router/pnfast.c, router/scanfast.c).
 
-Everything else about the distribution is in pyproject.toml. The compiled modules are the same
-Python source, type-checked by mypy; `ROUTERNET_PURE=1` at build time skips compiling, and at
-run time makes the router load the plain source (router/__init__.py).
+Everything else about the distribution is in pyproject.toml. The mypyc modules are the same
+Python source, type-checked by mypy; each C module has a Python twin of its name, run instead
+when `ROUTERNET_PURE=1`, which at build time skips compiling, and at run time makes the router
+load the plain source (router/__init__.py).
 """
 
 import hashlib
