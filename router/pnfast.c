@@ -101,12 +101,26 @@ static PyObject *wrap(void *p, PyObject *ctype)
     return (PyObject *)cd;
 }
 
+/* A METH_FASTCALL function's argument count, with its usage as the error. */
+static int arity(Py_ssize_t n, Py_ssize_t want, const char *usage)
+{
+    if (n == want)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, usage);
+    return -1;
+}
+
+/* An unsigned 64-bit argument (a tag, an outcome); -1 with an error set if it is not one. */
+static int u64(PyObject *o, unsigned long long *out)
+{
+    *out = PyLong_AsUnsignedLongLong(o);
+    return *out == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *next_event(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "next_event(collector, pop)");
+    if (arity(n, 2, "next_event(collector, pop)") < 0)
         return NULL;
-    }
     if (Py_TYPE(args[0]) != cdata_type || ((CData *)args[0])->c_data == NULL) {
         PyErr_SetString(PyExc_TypeError, "next_event: not a collector");
         return NULL;
@@ -152,10 +166,8 @@ static PyObject *next_event(PyObject *self, PyObject *const *args, Py_ssize_t n)
 
 static PyObject *take(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "take(link, delivery)");
+    if (arity(n, 2, "take(link, delivery)") < 0)
         return NULL;
-    }
     pn_link_t *link = pointer(args[0], link_ctype);
     if (link == NULL)
         return NULL;
@@ -201,15 +213,13 @@ static PyObject *credit(PyObject *self, PyObject *link)
 
 static PyObject *send(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
-    if (n != 5) {
-        PyErr_SetString(PyExc_TypeError, "send(link, tag, data, advance, settle)");
+    if (arity(n, 5, "send(link, tag, data, advance, settle)") < 0)
         return NULL;
-    }
     pn_link_t *link = pointer(args[0], link_ctype);
     if (link == NULL)
         return NULL;
-    unsigned long long tag = PyLong_AsUnsignedLongLong(args[1]);
-    if (tag == (unsigned long long)-1 && PyErr_Occurred())
+    unsigned long long tag;
+    if (u64(args[1], &tag) < 0)
         return NULL;
     int advance = PyObject_IsTrue(args[3]), settle = PyObject_IsTrue(args[4]);
     if (advance < 0 || settle < 0)
@@ -244,15 +254,13 @@ static PyObject *outcome(PyObject *self, PyObject *d)
 
 static PyObject *settle(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "settle(delivery, state)");
+    if (arity(n, 2, "settle(delivery, state)") < 0)
         return NULL;
-    }
     pn_delivery_t *d = pointer(args[0], delivery_ctype);
     if (d == NULL)
         return NULL;
-    unsigned long long state = PyLong_AsUnsignedLongLong(args[1]);
-    if (state == (unsigned long long)-1 && PyErr_Occurred())
+    unsigned long long state;
+    if (u64(args[1], &state) < 0)
         return NULL;
     if (state)
         pn.delivery_update(d, state);

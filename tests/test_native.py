@@ -60,21 +60,31 @@ def test_routernet_pure_runs_the_source() -> None:
     ]
 
 
-def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Path) -> None:
+def built_checkout(tmp_path: Path) -> Path:
+    """A copy of the router package as built here, with setup.py: a source checkout."""
     checkout = tmp_path / "checkout"
     shutil.copytree(REPO / "router", checkout / "router", ignore=shutil.ignore_patterns("__py*"))
     shutil.copy(REPO / "setup.py", checkout)
-    assert module_files({"ROUTERNET_PURE": ""}, checkout)  # as built: imports
-    engine = checkout / "router" / "engine.py"
-    engine.write_text(engine.read_text() + "\n# changed\n")
-    done = subprocess.run(
-        [sys.executable, "-c", "import router.engine"],
+    return checkout
+
+
+def import_compiled(checkout: Path, module: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", f"import {module}"],
         capture_output=True,
         text=True,
         cwd=checkout,
         env={**os.environ, "PYTHONPATH": str(checkout), "ROUTERNET_PURE": ""},
         timeout=30,
     )
+
+
+def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Path) -> None:
+    checkout = built_checkout(tmp_path)
+    assert module_files({"ROUTERNET_PURE": ""}, checkout)  # as built: imports
+    engine = checkout / "router" / "engine.py"
+    engine.write_text(engine.read_text() + "\n# changed\n")
+    done = import_compiled(checkout, "router.engine")
     assert done.returncode != 0
     assert "engine.py changed since compiled: run `make native`" in done.stderr
     # ... and the source itself still runs on request.
@@ -83,19 +93,10 @@ def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Pa
 
 def test_a_changed_c_source_is_refused_too(tmp_path: Path) -> None:
     """router/pnfast.c is built beside its Python twin: a change to the C alone is stale too."""
-    checkout = tmp_path / "checkout"
-    shutil.copytree(REPO / "router", checkout / "router", ignore=shutil.ignore_patterns("__py*"))
-    shutil.copy(REPO / "setup.py", checkout)
+    checkout = built_checkout(tmp_path)
     c_source = checkout / "router" / "pnfast.c"
     c_source.write_text(c_source.read_text() + "\n/* changed */\n")
-    done = subprocess.run(
-        [sys.executable, "-c", "import router.pnfast"],
-        capture_output=True,
-        text=True,
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout), "ROUTERNET_PURE": ""},
-        timeout=30,
-    )
+    done = import_compiled(checkout, "router.pnfast")
     assert done.returncode != 0
     assert "pnfast.py or pnfast.c changed since compiled: run `make native`" in done.stderr
 
