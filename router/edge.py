@@ -118,10 +118,15 @@ class Edge:
         """Stop using the active uplink, leaving its connection (and our session on it) open in
         reserve: its links are detached, their deliveries resolved as for a lost uplink."""
         assert self.active is not None
+        router = self.router
         links = [link for link in [self.uplink, *self.proxies.values()] if link is not None]
+        reports = router.containers.up  # so that interior stops serving our containers
+        if reports is not None and router.links.get(reports.pn) is reports:
+            links.append(reports)
+        router.containers.up = None
         self.forget()
         for link in links:
-            self.router.detach(link)
+            router.detach(link)
 
     def activate(self, conn: Connection) -> None:
         """Make `conn` the uplink: attach the default route, the edge's own address, and a

@@ -715,6 +715,7 @@ class Router:
             self.network.forget_link(link)
         elif self.edge is not None and link.kind == "edge":
             self.edge.link_detached(link)
+        self.containers.link_detached(link)
         self.fwd.unregister(link)
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn

@@ -10,8 +10,9 @@ each preferred to the one before, and moves its uplink up the order again and ag
 before the interior it just left has answered its attaches.
 
 Afterwards no router may have refused a link or attached more than those switches explain,
-traffic must flow through the edge both ways, and the status view (`routernet status`, from the
-edge's own management) must name the interior the edge says it uses.
+traffic must flow through the edge both ways, only the interior it uses may serve its
+containers, and the status view (`routernet status`, from the edge's own management) must name
+the interior the edge says it uses.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from clients import Management, Receiver, Sender, World
 from harness import RouterProcess
 from proton import Message
 from router_operator import local
-from test_edge import interior, started
+from test_edge import interior, remote_keys, started
 
 pytestmark = pytest.mark.network
 
@@ -231,11 +232,11 @@ def relaying(targets: list[int]) -> Iterator[Relays]:
         relays.stop()
 
 
-def wait(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
+def wait(what: str, check: Callable[[], bool], timeout: float = 15.0, every: float = 0.01) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.01)
+        time.sleep(every)
 
 
 def count(log: str, event: str) -> int:
@@ -270,6 +271,15 @@ def consumers_of(world: World, router: RouterProcess, key: str) -> int:
     return next((r["subscriberCount"] for r in rows if r["key"] == key), 0)
 
 
+def container_row(world: World, router: RouterProcess, container: str) -> dict[str, object]:
+    client = world.connect(router.url)
+    try:
+        rows = Management(client).query("io.routernet.container")
+    finally:
+        client.close()
+    return next(r for r in rows if r["containerId"] == container)
+
+
 def test_edge_switching_uplinks_within_milliseconds_settles_on_one(
     tmp_path: Path, world: World
 ) -> None:
@@ -280,7 +290,8 @@ def test_edge_switching_uplinks_within_milliseconds_settles_on_one(
     # Connector i goes through relay i to interior i % 3: A, B, C, A, B, C (preferred first).
     targets = [interiors[i % 3].listeners[2]["port"] for i in range(3 * CONNECTORS_PER_INTERIOR)]
     order = list(reversed(range(len(targets))))  # least preferred first: each one a move up
-    with relaying(targets) as relays, started(a, b, c):
+    # The routers first: their ports are picked ahead, and a relay's listener must not take one.
+    with started(a, b, c), relaying(targets) as relays:
         args = ["--mode", "edge"]
         for port in relays.ports:
             args += ["--connect", f"127.0.0.1:{port}"]
@@ -320,12 +331,28 @@ def test_edge_switching_uplinks_within_milliseconds_settles_on_one(
             assert local.edge_uplink(rows) == uplink
             holders = {r.id for r in interiors if consumers_of(world, r, "M0_edge/E")}
             assert holders == {uplink}
+            queries = len(interiors)  # management queries to interiors, each two links there
+            # Only that interior serves the edge's containers: the ones it left stopped when
+            # it detached its report from them, though their connections stay in reserve.
+            for r in interiors:
+                assert container_row(world, r, "E")["duplicate"] is False, tail(r)
+            queries += len(interiors)
 
             # Traffic through the edge, both ways, crossing the mesh.
             other = next(r for r in interiors if r.id != uplink)
             down = Receiver(world.connect(e.url), "flap.down")
             up = Receiver(world.connect(other.url), "flap.up")
             world.run_until(lambda: down.attached and up.attached)
+            # An edge gives its senders credit while it has an uplink, and the interior releases
+            # what it has no route for: send once the uplink's interior has learnt flap.up.
+            uplink_router = next(r for r in interiors if r.id == uplink)
+
+            def flap_up_routed() -> bool:
+                nonlocal queries
+                queries += 1
+                return remote_keys(world, uplink_router).get("M0flap.up") == [other.id]
+
+            wait("flap.up known to the uplink's interior", flap_up_routed, timeout=10, every=0.1)
             to_edge = Sender(world.connect(other.url), "flap.down")
             from_edge = Sender(world.connect(e.url), "flap.up")
             world.run_until(
@@ -347,8 +374,10 @@ def test_edge_switching_uplinks_within_milliseconds_settles_on_one(
             )
             assert down.bodies == up.bodies == list(range(10))
             assert {t.outcome for t in to_edge.sent + from_edge.sent} == {"accepted"}
-            # Since then: the clients' links and management's on the interiors (two per query),
-            # and one more proxy on the uplink for the consumer on the edge; nothing else.
+            # Since then: management's links on the interiors (two per query), the clients' two
+            # and one more proxy on the uplink for the consumer on the edge (three to spare);
+            # nothing else.
             after = {r.id: count(r.log(), "link.attached") for r in interiors}
-            assert sum(after.values()) - sum(before[r.id] for r in interiors) <= 12, after
+            attached = sum(after.values()) - sum(before[r.id] for r in interiors)
+            assert attached <= 2 * queries + 3 + 3, after
             assert uplink_in_log(e.log()) == uplink

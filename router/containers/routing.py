@@ -110,6 +110,16 @@ class Containers:
             self.table.set_below(conn, ())
             self.refresh()
 
+    def link_detached(self, link: Link) -> None:
+        """On an interior: an edge that moved its uplink elsewhere detaches its report link
+        here and keeps the connection in reserve; what it reported is no longer served here
+        (else two interiors would go on advertising its containers)."""
+        conn = link.conn
+        reporter = conn.role == "edge" and conn.inbound
+        if reporter and link.incoming and link.address == CONTAINERS_NODE:
+            self.table.set_below(conn, ())
+            self.refresh()
+
     def remote_keys(self, router_id: str, hash_keys: set[str]) -> set[str]:
         """Another router's link-route keys: those advertising containers are taken here; the
         rest (real link routes) are returned."""
