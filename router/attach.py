@@ -1,9 +1,10 @@
 """A peer's attach: who takes the link, and how a link served here is set up.
 
-The attach is offered in turn to what may claim it: a draining router refuses it; a gateway
-connection's own links go to router/gateway/; the inter-router protocol takes its control and
-data links; links to hosted queues and topics go to router/nodes/, links to `(container)/node`
-to router/containers/ and configured link routes to router/linkrouting.py. Any other link is
+The attach is offered in turn to what may claim it: a draining router refuses it; what a
+qdrouterd edge attaches for itself goes to router/dispatch_edges.py, a gateway connection's own
+links to router/gateway/; the inter-router protocol takes its control and data links; links to
+hosted queues and topics go to router/nodes/, links to `(container)/node` to
+router/containers/ and configured link routes to router/linkrouting.py. Any other link is
 served here: a sender on its target address (or the anonymous relay), a receiver on its
 source, a dynamic receiver on an address of this router's own space. A refusal is answered as
 AMQP words it: a null source and target, then a detach with the error.
@@ -36,8 +37,10 @@ def attached(router: Router, conn: Connection, p: Any) -> None:
         return
     network = router.network
     linkrouter = router.linkrouter
+    dispatch_edges = router.dispatch_edges
     if (
-        (conn.role == "gateway" and router.gateways.link_attached(link))
+        (conn.role == "edge" and dispatch_edges is not None and dispatch_edges.attach(link))
+        or (conn.role == "gateway" and router.gateways.link_attached(link))
         or (network is not None and conn.role == "inter-router" and network.link_attached(link))
         or router.nodes.attach(link)
         or router.containers.attach(link)

@@ -26,6 +26,7 @@ from router.config import RouterConfig
 from router.connection import Connection, IOBuffers
 from router.connector import Connectors
 from router.containers.routing import Containers
+from router.dispatch_edges import DispatchEdges
 from router.edge import Edge
 from router.forwarder import (
     ACCEPTED,
@@ -138,6 +139,8 @@ class Router:
         self.gateways = Gateways(self)
         self.containers = Containers(self)
         self.fwd.local_handlers[CONTAINER_KEY] = self.containers.on_message
+        # What qdrouterd edges expect of an interior (router/dispatch_edges.py).
+        self.dispatch_edges = DispatchEdges(self) if self.network is not None else None
         # Seed 002: queues and topics this network stores (router/nodes/).
         self.nodes = Nodes(self)
         self.containers.refresh()  # this router is a container too: advertised at once
@@ -476,6 +479,8 @@ class Router:
         self.connectors.poll(now)
         self.containers.tick()
         self.nodes.tick(time.time())
+        if self.dispatch_edges is not None:
+            self.dispatch_edges.tick(now)
         if self.edge is not None:
             self.edge.poll(now)
         for config_source in self.config_sources:
@@ -596,6 +601,8 @@ class Router:
         self.nodes.connection_closed(conn)
         self.containers.connection_closed(conn)
         self.gateways.connection_closed(conn)
+        if self.dispatch_edges is not None:
+            self.dispatch_edges.connection_closed(conn)
 
     def uplink_closed(self, conn: Connection) -> None:
         """An inter-router or edge connection is going: stop routing onto it."""
@@ -953,14 +960,8 @@ class Router:
         try:
             request.decode(bytes(msg.data))
         except Exception as e:  # proton raises its own error types for undecodable input
-            if forward is not None and forward.in_d is not None:
-                why = f"management request does not decode: {e}"[:200]
-                set_condition(
-                    lib.pn_disposition_condition(lib.pn_delivery_local(forward.in_d)),
-                    "amqp:decode-error",
-                    why,
-                )
-                self.fwd.settle_incoming(forward, REJECTED)
+            why = f"management request does not decode: {e}"[:200]
+            self.fwd.reject_incoming(forward, "amqp:decode-error", why)
             log.warning("management.undecodable", error=str(e)[:200])
             return
         # Accepted on arrival, as Dispatch's in-process delivery does: the request is not left
@@ -970,11 +971,7 @@ class Router:
         response = self.agent.handle(request)
         if response is None or not response.address:
             return
-        data = response.encode()
-        reply = Message(data, scan(data), EMPTY_ANNOTATIONS, EMPTY_ANNOTATIONS, response.address)
-        entry = self.fwd.entry(response.address)
-        self.fwd.route(reply, entry, None, None)
-        self.fwd.forget_if_idle(entry)
+        self.fwd.originate(response.encode(), response.address)
 
 
 def serve(config: RouterConfig, config_sources: Any = ()) -> int:

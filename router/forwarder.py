@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Final
 from router import pnfast
 from router.addressing import AddressRule, AddressTable, parse
 from router.links import Forward, Link, Queued
-from router.pn import copy_condition, data_get, data_put, ffi, lib
-from router.sections import RouterAnnotations, Scan, rewrite
+from router.pn import copy_condition, data_get, data_put, ffi, lib, set_condition
+from router.sections import EMPTY_ANNOTATIONS, RouterAnnotations, Scan, rewrite, scan
 from router.stats import RouterStats
 from router.telemetry.flows import FlowCounters, Flows
 
@@ -847,6 +847,19 @@ class Forwarder:
         if fwd.pending > 0 or in_d is None:
             return
         self.settle_incoming(fwd, fwd.outcome)
+
+    def reject_incoming(self, fwd: Forward | None, error: str, why: str) -> None:
+        """Refuse a message a node of this router was given, saying why in the rejection."""
+        if fwd is not None and fwd.in_d is not None:
+            set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(fwd.in_d)), error, why)
+            self.settle_incoming(fwd, REJECTED)
+
+    def originate(self, data: bytes | bytearray, address: str) -> None:
+        """Route a message this router wrote (an answer to a request, say) to `address`."""
+        msg = Message(data, scan(data), EMPTY_ANNOTATIONS, EMPTY_ANNOTATIONS, address)
+        entry = self.entry(address)
+        self.route(msg, entry, None, None)
+        self.forget_if_idle(entry)
 
     def settle_incoming(self, fwd: Forward, state: int) -> None:
         in_d = fwd.in_d

@@ -47,12 +47,12 @@ from router.containers.table import (
     container_of,
     keys,
 )
-from router.forwarder import ACCEPTED, REJECTED
+from router.forwarder import ACCEPTED
 from router.gateway.rules import link_facts, message_facts, resolve
 from router.linkroutes import LINK_BALANCED
 from router.log import get_logger
 from router.management import CONTAINER
-from router.pn import cbytes, data_get, lib, set_condition, text
+from router.pn import cbytes, data_get, lib, text
 
 if TYPE_CHECKING:
     from router.connection import Connection
@@ -192,7 +192,9 @@ class Containers:
         forwarder = self.router.fwd
         conn = origin.conn if origin is not None else None
         if conn is None or conn.role != "edge" or not conn.inbound:
-            self.reject(fwd, "amqp:unauthorized-access", "only edge routers report containers")
+            forwarder.reject_incoming(
+                fwd, "amqp:unauthorized-access", "only edge routers report containers"
+            )
             return
         report = ProtonMessage()
         try:
@@ -201,7 +203,8 @@ class Containers:
             if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
                 raise ValueError("the body is not a map with a list of strings 'containers'")
         except Exception as err:  # what a peer sends must not end the router
-            self.reject(fwd, "amqp:decode-error", f"bad container report: {err}"[:200])
+            why = f"bad container report: {err}"[:200]
+            forwarder.reject_incoming(fwd, "amqp:decode-error", why)
             return
         if fwd is not None:
             forwarder.settle_incoming(fwd, ACCEPTED)
@@ -352,14 +355,16 @@ class Containers:
         me = router.id
         parts = split_container(parse(msg.address, me).address)
         if parts is None or not parts[1]:
-            self.reject(fwd, "amqp:invalid-field", f"{msg.address!r}: no node to deliver to")
+            self.router.fwd.reject_incoming(
+                fwd, "amqp:invalid-field", f"{msg.address!r}: no node to deliver to"
+            )
             return
         container, node = parts
         if not container:
             try:
                 facts = message_facts(msg.data, node)
             except ValueError as err:
-                self.reject(fwd, "amqp:decode-error", str(err))
+                self.router.fwd.reject_incoming(fwd, "amqp:decode-error", str(err))
                 return
             container = resolve(router.config.gateway, facts) or ""
             if not container:
@@ -448,12 +453,6 @@ class Containers:
         router.fwd.touched.add(conn)
         log.debug("container.link", conn=conn.conn_id, container=conn.remote_container, node=node)
         return link
-
-    def reject(self, fwd: Forward | None, error: str, why: str) -> None:
-        if fwd is not None and fwd.in_d is not None:
-            condition = lib.pn_disposition_condition(lib.pn_delivery_local(fwd.in_d))
-            set_condition(condition, error, why)
-            self.router.fwd.settle_incoming(fwd, REJECTED)
 
 
 def offered(conn: Connection) -> list[str]:

@@ -134,9 +134,7 @@ def credit(nodes: Nodes, link: Link, node: Node) -> None:
 
 
 def reject(nodes: Nodes, fwd: Forward | None, error: str, why: str) -> None:
-    if fwd is not None and fwd.in_d is not None:
-        set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(fwd.in_d)), error, why)
-        nodes.router.fwd.settle_incoming(fwd, REJECTED)
+    nodes.router.fwd.reject_incoming(fwd, error, why)
 
 
 def flush(nodes: Nodes) -> None:
