@@ -29,6 +29,7 @@ from clients import Management, Receiver, World
 from dispatch_peer import DispatchPeer, control_message, data_message, encode, section
 from harness import NETWORK_TIMERS, RouterNetwork, RouterProcess, free_port
 from proton import Data, Delivery, Message, symbol
+from proton.reactor import LinkOption
 
 from router.config import validate_config
 from router.engine import Router
@@ -76,6 +77,22 @@ def mixed(
             yield router, q
     finally:
         q.close()
+
+
+def mau_keys(body: dict[Any, Any]) -> list[str]:
+    """The keys a MAU's body names, added, deleted or (absolute) held; keys as they came."""
+    keys: list[str] = []
+    for field, value in body.items():
+        if str(field) in ("add", "del", "exist") and isinstance(value, list):
+            keys += [str(key) for key in value]
+    return keys
+
+
+class EdgeDownlink(LinkOption):
+    """The capability a qdrouterd edge puts on its downlink's source."""
+
+    def apply(self, link: Any) -> None:
+        link.source.capabilities.put_symbol(symbol("qd.router-edge-downlink"))
 
 
 def peer_url(router: RouterProcess) -> str:
@@ -346,6 +363,35 @@ def test_a_reply_to_a_topo_address_crosses_back(tmp_path: Path, world: World) ->
             data_message(encode_client_message(asked.reply_to, "answer"), "0/Q", ["0/Q"])
         )
         peer.run_until(lambda: replies.bodies == ["answer"], what="the reply at R")
+
+
+def test_edge_spaces_travel_as_dispatchs_edge_summaries(tmp_path: Path, world: World) -> None:
+    """Dispatch routes `_edge/<edge>/...` only on the edge summary `H<edge>`: Q's edge QE is
+    reached from R by its reply address, and R's edge E is advertised to Q as `HE`."""
+    router = interior(tmp_path)
+    router.listeners.append({"host": "127.0.0.1", "port": free_port(), "role": "edge"})
+    with router:
+        peer = DispatchPeer(world, peer_url(router), "Q", addresses={"HQE": 1})
+        joined(world, router, peer)
+        client = world.connect(router.url)
+        anonymous = client.sender(None)
+        peer.run_until(lambda: anonymous.credit > 0, what="credit")
+        tracked = anonymous.send(Message(address="_edge/QE/temp.abc", body="to QE"))
+        peer.run_until(lambda: peer.data, what="the message at Q, toward its edge")
+        msg, delivery = peer.data[0]
+        assert (msg.address, msg.body) == ("_edge/QE/temp.abc", "to QE")
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        peer.run_until(lambda: tracked.settled, what="Q's outcome back at the sender")
+        assert tracked.outcome == "accepted"
+        # An edge E on R (its downlink, as a qdrouterd edge attaches it): Q learns `HE`.
+        edge = world.connect(router.listener_url(2), container_id="E")
+        downlink = Receiver(edge, "E", options=[EdgeDownlink()])
+        peer.run_until(lambda: downlink.attached, what="E's downlink")
+        peer.run_until(lambda: "M0_edge/E" in peer.mobile.get("R", {}), what="R's MAU for E")
+        maus = [body for _, opcode, body in peer.received if opcode == "MAU"]
+        sent = [key for body in maus for key in mau_keys(body)]
+        assert "HE" in sent and not any(key.startswith("M0_edge/") for key in sent)
 
 
 def test_containers_travel_as_dispatch_link_route_keys(tmp_path: Path, world: World) -> None:

@@ -187,6 +187,24 @@ def test_remote_updates_apply_in_sequence_or_trigger_mar() -> None:
     assert len(wire.sent) == 1
 
 
+def test_edge_spaces_travel_as_dispatchs_edge_summaries() -> None:
+    """`_edge/<edge>` is Dispatch's edge summary `H<edge>` between routers, both ways, so a
+    qdrouterd routes `_edge/E/...` toward our edge E and we route toward its edges."""
+    mobile, wire = mobile_sync()
+    mobile.add_local("M0_edge/E", 2)
+    mobile.add_local("M0_edge/x/y", 2)  # an ordinary address under `_edge/`: as it is
+    mobile.tick(0.0)
+    assert wire.sent[-1][1] == MobileAddressUpdate("A", 1, ("HE", "M0_edge/x/y"), (), (2, 2))
+    assert mobile.local() == {"M0_edge/E": 2, "M0_edge/x/y": 2}
+    mobile.remove_local("M0_edge/E")
+    mobile.tick(1.0)
+    assert wire.sent[-1][1] == MobileAddressUpdate("A", 2, (), ("HE",), ())
+    mobile.set_reachable({"B"})
+    mobile.on_update(MobileAddressUpdate("B", 1, ("HQE", "M0q"), (), (2, 2)))
+    assert wire.published[-1] == ("B", {"M0_edge/QE": 2, "M0q": 2})
+    assert mobile.addresses("B") == {"M0_edge/QE": 2, "M0q": 2}
+
+
 def test_unreachable_routers_addresses_are_withdrawn_and_refetched() -> None:
     mobile, wire = mobile_sync()
     mobile.set_reachable({"B"})

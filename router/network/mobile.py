@@ -6,6 +6,11 @@ one differential MAU per batch, each batch numbered by `mobile_seq` and followed
 We compare what we last announced with what we have now, so an address added and removed within
 one batch is never announced at all, and a changed hint is re-announced.
 
+An edge router's space (`_edge/<edge>/...`) is the mobile address `_edge/<edge>` here (key
+`M0_edge/<edge>`), advertised by the interior the edge hangs off. Dispatch keys it as the edge
+summary `H<edge>` and routes `_edge/<edge>/...` only on that key, so it goes between routers in
+Dispatch's form both ways: a qdrouterd in the network then reaches our edges, and we its.
+
 Theirs: a differential MAU is applied only if it is exactly the next one (`mobile_seq ==
 stored + 1`); anything else means we missed one, so we ask for the whole set with a MAR, which
 the owner answers with an absolute MAU. A router's addresses are only held while it is
@@ -26,6 +31,9 @@ from router.network.messages import (
     MobileAddressUpdate,
     router_ma_address,
 )
+
+EDGE_SPACE = "M0_edge/"  # our key for an edge's space, followed by the edge's id
+EDGE_SUMMARY = "H"  # Dispatch's
 
 Send = Callable[[str, str, dict], None]
 Publish = Callable[[str, dict[str, int]], None]
@@ -58,13 +66,13 @@ class MobileSync:
     # ----- local addresses ---------------------------------------------------------------
 
     def add_local(self, hash_key: str, hint: int) -> None:
-        self._current[hash_key] = hint
+        self._current[wire_key(hash_key)] = hint
 
     def remove_local(self, hash_key: str) -> None:
-        self._current.pop(hash_key, None)
+        self._current.pop(wire_key(hash_key), None)
 
     def local(self) -> dict[str, int]:
-        return dict(self._current)
+        return {local_key(key): hint for key, hint in self._current.items()}
 
     def tick(self, now: float) -> bool:
         """Sends the pending changes as one differential MAU if the batch interval allows;
@@ -96,7 +104,8 @@ class MobileSync:
 
     def addresses(self, router_id: str) -> dict[str, int]:
         remote = self._remote.get(router_id)
-        return dict(remote.addresses) if remote is not None else {}
+        addresses = remote.addresses if remote is not None else {}
+        return {local_key(key): hint for key, hint in addresses.items()}
 
     def advertised(self, router_id: str, mobile_seq: int) -> None:
         """An RA told us router_id's current mobile_seq."""
@@ -157,4 +166,18 @@ class MobileSync:
             remote.asked_at = None
         if addresses != remote.addresses:
             remote.addresses = addresses
-            self._publish(rid, dict(addresses))
+            self._publish(rid, {local_key(key): hint for key, hint in addresses.items()})
+
+
+def wire_key(key: str) -> str:
+    """Our hash key as routers exchange it: an edge's space as Dispatch's edge summary."""
+    if key.startswith(EDGE_SPACE) and "/" not in key[len(EDGE_SPACE) :]:
+        return EDGE_SUMMARY + key[len(EDGE_SPACE) :]
+    return key
+
+
+def local_key(key: str) -> str:
+    """A hash key another router advertised, as this router keys it."""
+    if key.startswith(EDGE_SUMMARY) and len(key) > 1:
+        return EDGE_SPACE + key[1:]
+    return key
