@@ -15,7 +15,8 @@ A qdrouterd 1.19 edge attaches, on its uplink, besides its anonymous sender:
 - a sender to `_$qd.edge_heartbeat`: a message every 2 s. An interior closes the connection of
   an edge it has not heard from in 8 s (a host that vanished without a FIN).
 
-Our own edges use none of this; a peer gets it only by attaching these links. Lookups and
+Our own edges use the tracking too (router/edgetracking.py), and attach their own space as a
+consumer of `_edge/<id>`; the rest a peer gets only by attaching these links. Lookups and
 heartbeats are taken from edge connections only; from anywhere else they are rejected (Dispatch
 detaches such links).
 """
@@ -36,7 +37,7 @@ from router.pn import lib, set_condition, text
 if TYPE_CHECKING:
     from router.connection import Connection
     from router.engine import Router
-    from router.forwarder import Message
+    from router.forwarder import AddressEntry, Forwarder, Message
     from router.links import Forward, Link
 
 log = get_logger("router")
@@ -109,6 +110,7 @@ class DispatchEdges:
         self.heard: dict[Connection, float] = {}
         self.fresh: set[Connection] = set()
         handlers = router.fwd.local_handlers
+        self.served = {parse(LOOKUP, router.id).key, parse(HEARTBEAT, router.id).key}
         handlers[parse(LOOKUP, router.id).key] = self.on_lookup
         handlers[parse(HEARTBEAT, router.id).key] = self.on_heartbeat
 
@@ -159,12 +161,15 @@ class DispatchEdges:
             sending: set[str] = set()
             for link in conn.links:
                 entry = link.entry
-                if link.incoming and entry is not None and entry.key[0] == "M":
-                    sending.add(entry.key)
-                    has = any(c.conn is not conn for c in entry.consumers) or bool(entry.remote)
-                    if told.get(entry.key, False) != has:
-                        told[entry.key] = has
-                        router.send_control(tracker, tracking_update(entry.key, has))
+                if not link.incoming or entry is None:
+                    continue
+                key = entry.key
+                if key[0] == "M" and key not in self.served:  # not the protocol's own links
+                    sending.add(key)
+                    has = beyond(router.fwd, entry, conn)
+                    if told.get(key, False) != has:
+                        told[key] = has
+                        router.send_control(tracker, tracking_update(key, has))
             for key in [key for key in told if key not in sending]:
                 del told[key]  # the edge detached its link: attached again, it is told afresh
         for conn in self.fresh:
@@ -221,6 +226,20 @@ class DispatchEdges:
         assert origin is not None
         lib.pn_link_flow(origin.pn, 1)
         self.router.fwd.touched.add(conn)
+
+
+def beyond(fwd: Forwarder, entry: AddressEntry, conn: Connection) -> bool:
+    """Whether `entry` has a destination other than the consumers on edge connection `conn`
+    (the edge's own proxies): what the interior would give a sender here credit for."""
+    if entry.remote or entry.key in fwd.local_handlers:
+        return True
+    if any(consumer.conn is not conn for consumer in entry.consumers):
+        return True
+    rule = entry.rule
+    if rule.undeliverable == "redirect" and rule.fallback:
+        fallback = fwd.entry(rule.fallback)
+        return bool(fallback.remote or fallback.consumers)
+    return False
 
 
 def edge_of(origin: Link | None) -> Connection | None:

@@ -6,9 +6,12 @@ other edge connectors stay connected in reserve and take over if it drops) and, 
 - a receiver for `_edge/<edge-id>`, so the interior (and the network) can reach addresses the
   edge alone knows, such as its dynamic reply-to addresses `_edge/<edge-id>/temp.*`;
 - one proxy receiver per mobile address with consumers on the edge, so the interior treats the
-  edge's consumers as its own and advertises them network-wide.
-The interior needs nothing special: those links are ordinary consumers and an anonymous sender
-on an `edge`-role connection.
+  edge's consumers as its own and advertises them network-wide;
+- a receiver for the interior's address tracking, and a sender per address the edge's clients
+  send to, so that they get credit only once it has a destination (router/edgetracking.py).
+The interior needs nothing special but the tracking, which it serves to qdrouterd edges in the
+same protocol (router/dispatch_edges.py): the rest are ordinary consumers, senders and an
+anonymous sender on an `edge`-role connection.
 
 The edge connectors' order is a preference: the operator lists the uplink it planned first, so
 that an interior's edges spread over the network. The edge uses the most preferred connection
@@ -38,6 +41,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from router.connector import STABLE_SECONDS, backoff_delay
+from router.edgetracking import Tracking
 from router.log import get_logger
 from router.pn import NULL, get_condition, lib
 from router.streaming import open_session
@@ -45,6 +49,7 @@ from router.streaming import open_session
 if TYPE_CHECKING:
     from router.connection import Connection
     from router.engine import Router
+    from router.forwarder import AddressEntry
     from router.links import Link
 
 log = get_logger("router")
@@ -68,6 +73,8 @@ class Edge:
         self.refusals: dict[Attachment, int] = {}
         self.attached_at: dict[Attachment, float] = {}
         self.retry_at: dict[Attachment, float] = {}
+        # Which addresses the edge's senders may get credit for (router/edgetracking.py).
+        self.tracking = Tracking(router)
 
     def rank(self, conn: Connection) -> int:
         """`conn`'s place among the edge connectors: lower is preferred."""
@@ -113,6 +120,7 @@ class Edge:
         self.refusals.clear()
         self.attached_at.clear()
         self.retry_at.clear()
+        self.tracking.forget()
 
     def deactivate(self) -> None:
         """Stop using the active uplink, leaving its connection (and our session on it) open in
@@ -120,6 +128,7 @@ class Edge:
         assert self.active is not None
         router = self.router
         links = [link for link in [self.uplink, *self.proxies.values()] if link is not None]
+        links += self.tracking.links()
         reports = router.containers.up  # so that interior stops serving our containers
         if reports is not None and router.links.get(reports.pn) is reports:
             links.append(reports)
@@ -154,6 +163,24 @@ class Edge:
         for entry in router.fwd.entries.values():
             if entry.consumers and entry.key[0] == "M":
                 self.proxy(entry.address)
+        self.tracking.attach(conn, self.session(conn))
+
+    def sender_added(self, entry: AddressEntry) -> None:
+        """A client's sender to `entry` attached here: the interior is to say when its address
+        has a destination."""
+        if self.active is not None:
+            self.tracking.sender_added(entry, self.active, self.session(self.active))
+
+    def sender_removed(self, entry: AddressEntry) -> None:
+        """A client's sender to `entry` left: when it was the last, the interior need not track
+        the address for us any more."""
+        if not any(s.kind == "endpoint" for s in entry.senders):
+            self.tracking.sender_removed(entry)
+
+    def reachable(self, entry: AddressEntry) -> bool:
+        """Whether the edge's senders to `entry`, which has no consumer or node here, may get
+        credit: only with an uplink, never for `_local`, and as the interior tracks it."""
+        return self.uplink is not None and entry.key[0] != "L" and self.tracking.reachable(entry)
 
     def session(self, conn: Connection) -> Any:
         """Our session on `conn`: the one begun before if it is still there, else a new one."""
@@ -194,6 +221,7 @@ class Edge:
             key = link.address
             del self.proxies[key]
         else:
+            self.tracking.link_detached(link)
             return
         conn, p = link.conn, link.pn
         if self.router.stopping or lib.pn_connection_state(conn.pn) & lib.PN_REMOTE_CLOSED:

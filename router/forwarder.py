@@ -298,8 +298,7 @@ class Forwarder:
         if entry.consumers or entry.remote or entry.key in self.local_handlers:
             return True
         if self.edge is not None:
-            # The interior decides; what it cannot route comes back released.
-            return self.edge.uplink is not None and entry.key[0] != "L"
+            return self.edge.reachable(entry)
         if entry.key[0] == "R":
             return self.network is not None and entry.key[1:] in self.network.routes.cost
         rule = entry.rule
@@ -332,6 +331,8 @@ class Forwarder:
         link.entry = entry
         entry.senders.append(link)
         self.credit_dirty.add(link)
+        if self.edge is not None and link.kind == "endpoint":
+            self.edge.sender_added(entry)
 
     def unregister(self, link: Link) -> None:
         """Take a departing link out of the routing table so nothing new is routed to it."""
@@ -341,6 +342,9 @@ class Forwarder:
             return
         if link in entry.senders:
             entry.senders.remove(link)
+            edge = self.edge
+            if edge is not None and link.kind == "endpoint":
+                edge.sender_removed(entry)
         if link in entry.consumers:
             entry.consumers.remove(link)
             if not entry.consumers and entry.key[0] == "M":

@@ -92,6 +92,50 @@ def test_edge_consumer_reached_from_another_interior(tmp_path: Path, world: Worl
         assert {t.outcome for t in sender.sent} == {"accepted"}
 
 
+def test_an_edge_gives_its_senders_credit_once_their_address_has_a_consumer(
+    tmp_path: Path, world: World
+) -> None:
+    """As a qdrouterd edge does: no credit while nobody consumes the address (the messages
+    could only come back released), credit once a consumer attaches anywhere beyond the edge,
+    and the edge's link telling the interior about the address goes with the last sender."""
+    a = interior(tmp_path, "A")
+    b = interior(tmp_path, "B", connect=a)
+    e1 = edge(tmp_path, "E1", [a])
+    with started(a, b, e1):
+        sender = Sender(world.connect(e1.url), "orders")
+        world.run_until(lambda: sender.attached)
+        world.run_for(1.0)
+        assert sender.credit == 0
+        consumer = Receiver(world.connect(b.url), "orders")
+        world.run_until(lambda: sender.credit > 0, timeout=10, what="credit once B consumes")
+        sender.send_all(Message(body=i) for i in range(5))
+        world.run_until(lambda: sender.all_settled() and len(consumer.messages) == 5)
+        assert {t.outcome for t in sender.sent} == {"accepted"}
+        assert consumer.bodies == list(range(5))
+        # A consumer on the edge itself: its senders get credit at once.
+        here = world.connect(e1.url)
+        local = Receiver(here, "local.x")
+        world.run_until(lambda: local.attached)
+        to_local = Sender(here, "local.x")
+        world.run_until(lambda: to_local.credit > 0, timeout=2, what="credit for a consumer here")
+        assert "edge.sends.E1.orders" in link_names(world, a)
+        sender.link.close()
+        world.run_until(
+            lambda: "edge.sends.E1.orders" not in link_names(world, a),
+            timeout=5,
+            what="the edge's link for orders gone from A",
+        )
+
+
+def link_names(world: World, router: RouterProcess) -> set[str]:
+    client = world.connect(router.url)
+    try:
+        rows = Management(client).query("router.link", ["linkName"])
+    finally:
+        client.close()
+    return {row["linkName"] for row in rows}
+
+
 def test_request_response_between_edges(tmp_path: Path, world: World) -> None:
     a = interior(tmp_path, "A")
     e1 = edge(tmp_path, "E1", [a])
