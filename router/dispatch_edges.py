@@ -109,10 +109,10 @@ class DispatchEdges:
         self.beating: dict[Connection, Link] = {}
         self.heard: dict[Connection, float] = {}
         self.fresh: set[Connection] = set()
-        handlers = router.fwd.local_handlers
-        self.served = {parse(LOOKUP, router.id).key, parse(HEARTBEAT, router.id).key}
-        handlers[parse(LOOKUP, router.id).key] = self.on_lookup
-        handlers[parse(HEARTBEAT, router.id).key] = self.on_heartbeat
+        lookup, heartbeat = parse(LOOKUP, router.id).key, parse(HEARTBEAT, router.id).key
+        self.served = {lookup, heartbeat}  # the protocol's own addresses: never tracked
+        router.fwd.local_handlers[lookup] = self.on_lookup
+        router.fwd.local_handlers[heartbeat] = self.on_heartbeat
 
     def attach(self, link: Link) -> bool:
         """On an edge connection: the downlink becomes a consumer of the edge's space (False:
@@ -233,13 +233,7 @@ def beyond(fwd: Forwarder, entry: AddressEntry, conn: Connection) -> bool:
     (the edge's own proxies): what the interior would give a sender here credit for."""
     if entry.remote or entry.key in fwd.local_handlers:
         return True
-    if any(consumer.conn is not conn for consumer in entry.consumers):
-        return True
-    rule = entry.rule
-    if rule.undeliverable == "redirect" and rule.fallback:
-        fallback = fwd.entry(rule.fallback)
-        return bool(fallback.remote or fallback.consumers)
-    return False
+    return any(c.conn is not conn for c in entry.consumers) or fwd.redirected_reachably(entry)
 
 
 def edge_of(origin: Link | None) -> Connection | None:

@@ -111,14 +111,16 @@ class Tracking:
         if link is self.receiver:
             self.receiver = None
             self.refused = True
+            affected = list(self.senders)
         elif key is not None:
             del self.senders[key]
             self.untracked.add(key)
+            affected = [key]
         else:
             return False
         fwd = self.router.fwd
-        for entry in list(fwd.entries.values()):
-            if entry.senders and fwd.reachable(entry):
+        for entry in filter(None, map(fwd.entries.get, affected)):
+            if fwd.reachable(entry):
                 fwd.became_reachable(entry)
         log.warning("edge.tracking_refused", link=link.name, address=link.address)
         return True

@@ -301,6 +301,11 @@ class Forwarder:
             return self.edge.reachable(entry)
         if entry.key[0] == "R":
             return self.network is not None and entry.key[1:] in self.network.routes.cost
+        return self.redirected_reachably(entry)
+
+    def redirected_reachably(self, entry: AddressEntry) -> bool:
+        """An address with no destination of its own whose messages go to a fallback that
+        has one."""
         rule = entry.rule
         if rule.undeliverable == "redirect" and rule.fallback:
             fallback = self.entry(rule.fallback)
