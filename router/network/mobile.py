@@ -90,7 +90,11 @@ class MobileSync:
         return True
 
     def on_request(self, mar: MobileAddressRequest) -> None:
-        if mar.have_seq >= self.mobile_seq:
+        # A MAR that claims our current mobile_seq is answered too. qdrouterd, once it has
+        # asked, applies the next differential MAU whatever its number and then asks with that
+        # number: a qdrouterd that joined after our first MAUs would otherwise hold only the
+        # later ones, for good.
+        if mar.have_seq > self.mobile_seq:
             return
         # What we announced, not what we have: pending changes follow in the next differential
         # MAU, which must apply on top of exactly this snapshot.
