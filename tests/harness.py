@@ -25,10 +25,20 @@ STOP_TIMEOUT = 10.0
 DRAIN_SECONDS = 1.0
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, and never one given before in this process: the kernel
+    can hand out a port just closed again, and a router given one twice refuses its config."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port: int = s.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError("no port not given before in 100 tries")
 
 
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
