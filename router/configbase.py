@@ -8,6 +8,7 @@ build on them: router/config.py imports those sections, so they cannot import it
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +19,15 @@ class Strict(BaseModel):
     """Unknown keys are errors: a misspelt key silently ignored costs hours in production."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    # What the router asks of a section (router/configviews.py Record), as the generated
+    # records (router/configrecords.py) answer it too.
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(cls.model_fields)
 
 
 def _tokens(value: str, kind: str) -> list[str]:

@@ -12,10 +12,10 @@ Gone, and backing off (0.5 s doubling to 30 s, jittered) on any other error. It 
 text to a callback only when it changed (None when the ConfigMap or key is absent). The list
 and watch calls are injectable (`list_fn`, `watch_fn`) so the logic is tested without a cluster.
 
-`ConfigMapSource` is the loop's side: the callback stores the latest text and writes a byte to
-a socket the loop watches (as router/connector.py does for name lookups); the loop then parses,
-applies the command line's overrides, validates and applies the configuration
-(router/reconfigure.py).
+`ConfigMapSource` is the loop's side: the callback, on the watcher's thread, has the text
+validated with the command line's flags over it (a child process, router/configchild.py),
+stores the result and writes a byte to a socket the loop watches (as router/connector.py does
+for name lookups); the loop then applies the configuration (router/reconfigure.py).
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from router.config import parse_config_text
+from router.configchild import Validate
+from router.configrecords import RouterConfig
+from router.configviews import ConfigError
 from router.connector import backoff_delay
 from router.log import get_logger
-from router.reconfigure import Build, offer
+from router.reconfigure import offer
 from router.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -243,18 +245,19 @@ class ConfigMapSource:
         namespace: str,
         name: str,
         key: str,
-        build: Build,
+        validate: Validate,
         **watcher_options: Any,
     ) -> None:
         self.namespace = namespace
         self.name = name
         self.key = key
-        self.build = build
+        self.validate = validate
         self.watcher_options = watcher_options
         self.watcher: ConfigMapWatcher | None = None
         self.router: Router | None = None
         self._lock = threading.Lock()
-        self._pending: list[tuple[str | None, float]] = []  # the latest only
+        # The latest only: the configuration validated (or why not), None for no ConfigMap.
+        self._pending: list[tuple[Callable[[], RouterConfig] | None, float]] = []
         self._wakeup: Wakeup | None = None
         self.applied_at: float | None = None  # monotonic, for tests and logs
 
@@ -268,9 +271,12 @@ class ConfigMapSource:
         self.watcher.start()
 
     def deliver(self, text: str | None) -> None:
-        """Called on the watcher's thread."""
+        """Called on the watcher's thread, which also waits for the validation: the loop only
+        applies its result."""
+        received = time.monotonic()
+        load = None if text is None else _validated(self.validate, text, self.key)
         with self._lock:
-            self._pending[:] = [(text, time.monotonic())]
+            self._pending[:] = [(load, received)]
         wakeup = self._wakeup
         if wakeup is not None:
             wakeup.poke()
@@ -280,14 +286,14 @@ class ConfigMapSource:
             self._wakeup.drain()
         with self._lock:
             pending, self._pending = self._pending, []
-        for text, received in pending:
-            self.apply(text, received)
+        for load, received in pending:
+            self.apply(load, received)
 
-    def apply(self, text: str | None, received: float) -> None:
+    def apply(self, load: Callable[[], RouterConfig] | None, received: float) -> None:
         router = self.router
         if router is None:
             return
-        if text is None:
+        if load is None:
             log.warning(
                 "config.missing",
                 source="configmap",
@@ -296,7 +302,7 @@ class ConfigMapSource:
                 error="no such ConfigMap or key; the running configuration stays",
             )
             return
-        changes = offer(router, "configmap", lambda: self.build(parse_config_text(text, self.key)))
+        changes = offer(router, "configmap", load)
         if changes:
             self.applied_at = time.monotonic()
             log.debug(
@@ -314,3 +320,17 @@ class ConfigMapSource:
             self._wakeup.close()
             self._wakeup = None
         self.router = None
+
+
+def _validated(validate: Validate, text: str, key: str) -> Callable[[], RouterConfig]:
+    """What `offer` takes: the configuration, or its ConfigError raised again."""
+    try:
+        config = validate(text, key).result()
+    except ConfigError as err:
+        error = err
+
+        def refused() -> RouterConfig:
+            raise error
+
+        return refused
+    return lambda: config

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from proton import int32, symbol
 
 from router import __version__, tls
-from router.config import ROUTER_ROLES
+from router.configviews import ROUTER_ROLES
 from router.log import get_logger
 from router.pn import NULL, data_get, data_put, ffi, get_condition, lib, set_condition
 

@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from router.config import Connector as ConnectorConfig
-from router.config import read_secret
+from router.configrecords import Connector as ConnectorConfig
+from router.configviews import read_secret
 from router.connection import Connection
 from router.log import get_logger
 from router.pn import lib, text

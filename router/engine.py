@@ -22,7 +22,7 @@ from proton import Message as ProtonMessage
 
 from router import __version__, attach, drain, inventory, pnfast, sasl
 from router.addressing import CONTAINER_KEY, AddressRule, AddressTable, parse
-from router.config import RouterConfig
+from router.configrecords import RouterConfig
 from router.connection import Connection, IOBuffers
 from router.connector import Connectors
 from router.containers.routing import Containers

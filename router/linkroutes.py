@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from router.addressing import Kind, TokenTree, parse, rule_tokens
-from router.config import RouterConfig
+from router.configrecords import RouterConfig
 
 # The hint link-route keys carry in mobile address updates: Dispatch's "link-balanced".
 LINK_BALANCED = 4

@@ -29,13 +29,13 @@ invalid one: ``config.invalid``, with the one-line reason. A listener that canno
 reported (``listener.failed``) and tried again at the next change; the rest applies.
 
 Sources (`config_sources`): the ``--config`` file, polled from housekeeping (`FileSource`), and
-on Kubernetes the pod's ConfigMap, watched through the API (router/configsync.py). Both go
-through the command line's overrides (router/cli.py `effective_config`), so flags keep winning.
+on Kubernetes the pod's ConfigMap, watched through the API (router/configsync.py). Both have
+what they read validated with the command line's flags over it (a child process,
+router/configchild.py), so flags keep winning.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections import deque
@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 from router import sasl, tls
 from router.addressing import AddressTable
-from router.config import ConfigError, RouterConfig, parse_config_text
+from router.configchild import Pending, Validate
+from router.configrecords import RouterConfig
+from router.configviews import ConfigError, config_text
 from router.linkroutes import link_route_table
 from router.log import get_logger
 
@@ -54,13 +56,10 @@ if TYPE_CHECKING:
 
 log = get_logger("router.config")
 
-# A data dict (parsed, not validated) -> the configuration to run: the CLI's overrides applied.
-Build = Callable[[dict[str, Any]], RouterConfig]
-
 # How often the config file's metadata is looked at (a stat; the content is read only when
 # that changed), and how old its modification must be before it is read: a file being written
 # in place is not read half-way (write a new file and rename it over the old one to be safe).
-FILE_CHECK_SECONDS = 0.5
+FILE_CHECK_SECONDS = 0.1
 FILE_SETTLE_SECONDS = 0.05
 
 
@@ -76,7 +75,7 @@ def router_changes(old: RouterConfig, new: RouterConfig) -> list[str]:
     """Every difference in the ``router`` entity, as "router.NAME: OLD -> NEW"."""
     return [
         f"router.{name}: {getattr(old.router, name)!r} -> {getattr(new.router, name)!r}"
-        for name in type(old.router).model_fields
+        for name in old.router.field_names()
         if getattr(old.router, name) != getattr(new.router, name)
     ]
 
@@ -87,12 +86,10 @@ def restart_reasons(old: RouterConfig, new: RouterConfig) -> list[str]:
     reasons = [change for change in router_changes(old, new) if not change.startswith(live)]
     if old.telemetry != new.telemetry:
         # The HTTP listener and the windows are set up once, at start.
-        reasons.append(
-            f"telemetry: {old.telemetry.model_dump()!r} -> {new.telemetry.model_dump()!r}"
-        )
+        reasons.append(f"telemetry: {old.telemetry.as_dict()!r} -> {new.telemetry.as_dict()!r}")
     if old.store.path and old.store != new.store:
         # The store is opened once (router/nodes/hosting.py): its messages stay where it is.
-        reasons.append(f"store: {old.store.model_dump()!r} -> {new.store.model_dump()!r}")
+        reasons.append(f"store: {old.store.as_dict()!r} -> {new.store.as_dict()!r}")
     return reasons
 
 
@@ -286,26 +283,31 @@ class FileSource:
 
     A look is one stat; the file is read only when its modification time, size or inode
     changed (a ConfigMap volume swaps a symlink; an editor or `routernet up` renames a new file
-    over the old), and applied only when its content's digest changed."""
+    over the old), and validated only when its content changed. Validation runs in a
+    child process (router/configchild.py): the loop goes on meanwhile, and applies the result
+    at the first housekeeping after it is done; the file is not looked at again until then."""
 
     def __init__(
         self,
         path: str | Path,
-        build: Build,
+        validate: Validate,
         interval: float = FILE_CHECK_SECONDS,
         clock: Callable[[], float] = time.time,
+        known: str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.build = build
+        self.validate = validate
         self.interval = interval
         self.clock = clock  # wall clock, to compare with the file's mtime
         self.router: Router | None = None
         self.next_check = 0.0
         self.stat: tuple[int, ...] | None = None
-        # Digest of the content last offered. Unset at start: the first look reads the file
-        # and compares the configuration with the running one, so a change made between the
-        # CLI's read and the loop's start is not missed.
-        self.digest: bytes | None = None
+        # What was last offered: the text, or why the file could not be read. At start, the
+        # text the running configuration came from if the caller read it (router/cli.py);
+        # else unset, and the first look reads the file and compares the configuration with
+        # the running one, so a change made before the loop started is not missed.
+        self.seen: tuple[str | None, str | None] | None = None if known is None else (known, None)
+        self.pending: Pending | None = None
 
     def start(self, router: Router) -> None:
         self.router = router
@@ -314,7 +316,12 @@ class FileSource:
         self.router = None
 
     def poll(self, now: float) -> None:
-        if self.router is None or now < self.next_check:
+        if self.router is None:
+            return
+        if self.pending is not None:
+            self._take()
+            return
+        if now < self.next_check:
             return
         self.next_check = now + self.interval
         try:
@@ -333,49 +340,58 @@ class FileSource:
         self.check()
 
     def check(self) -> None:
-        """Read the file; offer it if its content changed."""
+        """Read the file; have it validated if its content changed."""
         router = self.router
         assert router is not None
         try:
-            raw = self.path.read_bytes()
-        except OSError as e:
-            raw = None
-            error = f"cannot read config file {str(self.path)!r}: {e.strerror or e}"
-        digest = hashlib.sha256(raw if raw is not None else error.encode()).digest()
-        if digest == self.digest:
+            text, error = config_text(self.path), None
+        except ConfigError as e:
+            text, error = None, str(e)
+        if (text, error) == self.seen:
             return
-        self.digest = digest
+        self.seen = (text, error)
+        if text is None:
+            offer(router, "file", _refused(str(error)))
+        elif not text.strip():
+            # Most likely caught half-written; never a configuration to switch to.
+            offer(router, "file", _refused(f"config file {str(self.path)!r} is empty"))
+        else:
+            self.pending = self.validate(text, str(self.path))
+            self._take()
 
-        def load() -> RouterConfig:
-            if raw is None:
-                raise ConfigError(error)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ConfigError(f"cannot read config file {str(self.path)!r}: {e}") from None
-            if not text.strip():
-                # Most likely caught half-written; never a configuration to switch to.
-                raise ConfigError(f"config file {str(self.path)!r} is empty")
-            return self.build(parse_config_text(text, self.path))
+    def _take(self) -> None:
+        pending, router = self.pending, self.router
+        if pending is not None and router is not None and pending.done():
+            self.pending = None
+            offer(router, "file", pending.result)
 
-        offer(router, "file", load)
+
+def _refused(reason: str) -> Callable[[], RouterConfig]:
+    def load() -> RouterConfig:
+        raise ConfigError(reason)
+
+    return load
 
 
 def config_sources(
-    config_path: str | None, build: Build, environ: Mapping[str, str] = os.environ
+    config_path: str | None,
+    validate: Validate,
+    environ: Mapping[str, str] = os.environ,
+    known: str | None = None,
 ) -> list[Any]:
     """The live sources for a router started from the command line: its ``--config`` file if
-    any, and its ConfigMap when ROUTERNET_CONFIGMAP, POD_NAME and POD_NAMESPACE are set."""
+    any (``known``: the text the running configuration came from), and its ConfigMap when
+    ROUTERNET_CONFIGMAP, POD_NAME and POD_NAMESPACE are set."""
     sources: list[Any] = []
     if config_path is not None:
-        sources.append(FileSource(config_path, build))
+        sources.append(FileSource(config_path, validate, known=known))
     name = environ.get("ROUTERNET_CONFIGMAP")
     pod = environ.get("POD_NAME")
     namespace = environ.get("POD_NAMESPACE")
     if name and pod and namespace:
         from router.configsync import ConfigMapSource
 
-        sources.append(ConfigMapSource(namespace, name, f"{pod}.json", build))
+        sources.append(ConfigMapSource(namespace, name, f"{pod}.json", validate))
     elif name:
         log.warning(
             "configsync.disabled",

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from router.config import RouterSettings
+from router.configrecords import RouterSettings
 from router.pn import lib, text
 
 # Mechanisms Proton's built-in SASL (the fallback without Cyrus) can verify as a server.

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from router.config import read_secret
+from router.configviews import read_secret
 from router.pn import NULL, cbytes, ffi, lib
 
 if TYPE_CHECKING:
-    from router.config import Connector, Listener, RouterConfig, SslProfile
+    from router.configrecords import Connector, Listener, RouterConfig, SslProfile
 
 __all__ = [
     "DOMAINS",
@@ -67,7 +67,7 @@ def connector_use(connector: Connector) -> Use:
 
 
 def _profile_key(profile: SslProfile) -> tuple[Any, ...]:
-    return tuple(profile.model_dump().values())
+    return tuple(profile.as_dict().values())
 
 
 def _build(profile: SslProfile, use: Use) -> Any:

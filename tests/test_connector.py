@@ -25,7 +25,8 @@ import pytest
 from clients import Management, World
 from harness import RouterProcess, free_port
 
-from router.config import read_secret, validate_config
+from router.config import validate_config
+from router.configviews import read_secret
 from router.connector import (
     FAILED,
     INITIAL_DELAY,

@@ -24,9 +24,18 @@ from clients import ACCEPTED, RELEASED, Management, World
 from harness import NETWORK_TIMERS, RouterProcess, free_port, write_kubeconfig
 from proton import Message
 
+from router import configrecords
 from router.config import RouterConfig, validate_config
+from router.configcheck import Overrides, effective_config, in_process
+from router.configchild import ChildValidator
 from router.configsync import ConfigMapWatcher
-from router.reconfigure import FileSource, apply_config, offer, restart_reasons
+from router.reconfigure import (
+    FILE_CHECK_SECONDS,
+    FileSource,
+    apply_config,
+    offer,
+    restart_reasons,
+)
 
 # ----- apply_config on a router that is not running -------------------------------------------
 
@@ -254,17 +263,11 @@ def test_file_source_reads_only_on_change(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from router.cli import Overrides, effective_config
-
     path = tmp_path / "router.yaml"
     path.write_text("router: {id: FILE}\n")
     overrides = Overrides(id="R1")  # as --id R1 on the command line: it keeps winning
-
-    def build(data: dict[str, Any]) -> RouterConfig:
-        return effective_config(data, overrides)
-
-    router = make_router(build({"router": {"id": "FILE"}}))
-    source = FileSource(path, build, clock=Clock())
+    router = make_router(effective_config({"router": {"id": "FILE"}}, overrides))
+    source = FileSource(path, in_process(overrides), clock=Clock())
     source.start(router)
     reads: list[Path] = []
     real_read = Path.read_bytes
@@ -283,7 +286,7 @@ def test_file_source_reads_only_on_change(
     assert len(reads) == 1
 
     path.write_text("router: {id: FILE}\naddresses: [{prefix: X, distribution: multicast}]\n")
-    source.poll(t + 0.1)  # too soon after the last look
+    source.poll(t + FILE_CHECK_SECONDS / 2)  # too soon after the last look
     assert router.config.addresses == []
     t += 0.6
     source.poll(t)
@@ -323,7 +326,7 @@ def test_file_source_waits_for_a_write_to_settle(
     path.write_text(json.dumps({"router": {"id": "R1"}}))
     router = make_router(config())
     clock = Clock()
-    source = FileSource(path, validate_config, clock=clock)
+    source = FileSource(path, in_process(Overrides()), clock=clock)
     source.start(router)
     source.poll(1.0)
     path.write_text(json.dumps({"router": {"id": "R1"}, "addresses": [{"prefix": "a"}]}))
@@ -333,6 +336,48 @@ def test_file_source_waits_for_a_write_to_settle(
     clock.now += 1.0
     source.poll(2.1)  # looked at again at the next housekeeping, not 0.5 s later
     assert router.config.addresses[0].prefix == "a"
+
+
+def test_file_source_has_a_child_validate_while_the_loop_goes_on(
+    tmp_path: Path, make_router: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a router process does it: the child validates with the command's flags (--id R1
+    wins over the file's), the records built from what it printed are applied once it is done,
+    and a bad file is refused with the child's one-line reason."""
+    path = tmp_path / "router.yaml"
+    path.write_text("router: {id: FILE}\n")
+    running = validate_config({"router": {"id": "R1"}}).model_dump(mode="json")
+    router = make_router(configrecords.RouterConfig.from_dict(running))
+    source = FileSource(path, ChildValidator(["--id", "R1"]), clock=Clock())
+    source.start(router)
+
+    def settle(t: float) -> float:
+        deadline = time.monotonic() + 30
+        while source.pending is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            t += 0.1
+            source.poll(t)
+        assert source.pending is None
+        return t
+
+    t = settle(100.0)
+    path.write_text("router: {id: FILE}\naddresses: [{prefix: X, distribution: multicast}]\n")
+    t += 0.6
+    source.poll(t)
+    assert source.pending is not None  # validating: poll returned, nothing applied yet
+    assert router.config.addresses == []
+    t = settle(t)
+    assert isinstance(router.config, configrecords.RouterConfig)
+    assert [(a.prefix, a.distribution) for a in router.config.addresses] == [("X", "multicast")]
+    assert router.config.router.id == "R1"
+
+    path.write_text("router: {id: FILE}\naddresses: [{prefix: X, distribution: sideways}]\n")
+    t += 0.6
+    source.poll(t)
+    settle(t)
+    [refused] = events(caplog, "config.invalid")
+    assert refused["error"].startswith("addresses[0].distribution: 'sideways' is invalid")
+    assert router.config.addresses[0].distribution == "multicast"
 
 
 # ----- the ConfigMap watcher, against fake list and watch functions ----------------------------
@@ -455,7 +500,7 @@ def test_watcher_lists_again_on_410_and_backs_off_on_errors() -> None:
 
 # ----- real router processes following their config file --------------------------------------
 
-APPLY_TIMEOUT = 3.0  # the file is looked at every 0.5 s; a change is applied within ~0.6 s
+APPLY_TIMEOUT = 3.0  # looked at every 0.1 s, validated by a child (~0.3 s): applied in ~0.5 s
 
 
 def rewrite(router: RouterProcess, atomic: bool = True) -> float:

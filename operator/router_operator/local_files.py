@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from router.config import UniqueKeyLoader
+from router.configyaml import UniqueKeyLoader
 from router_operator import adapter
 from router_operator.handoff import HandOff, hand_off
 from router_operator.models import DEFAULT_ROUTER_IMAGE, KINDS, Gateway, LinkRoute, Router

@@ -25,9 +25,10 @@ from router.reconfigure import FILE_CHECK_SECONDS
 HANDOFF_TIMEOUT = 60.0
 """How long ``up`` waits for the leaving routers; they keep running after it."""
 POLL_SECONDS = 0.5
-SETTLE_SECONDS = 2 * FILE_CHECK_SECONDS
-"""A router reads its config file every FILE_CHECK_SECONDS: after this, one that holds nothing
-has read that it hosts nothing either, and will not make a node again."""
+SETTLE_SECONDS = 10 * FILE_CHECK_SECONDS + 1.0
+"""A router looks at its config file every FILE_CHECK_SECONDS and has a changed one validated by
+a child process (~0.3 s, more on a busy machine): after this, one that holds nothing has read
+that it hosts nothing either, and will not make a node again."""
 NODE_ENTITY = HOSTED_NODE
 
 _ORDINAL = re.compile(r"^(?P<router>.+)-(?P<ordinal>0|[1-9][0-9]*)$")

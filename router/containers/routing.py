@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from proton import Message as ProtonMessage
 
 from router.addressing import Kind, parse, split_container
-from router.config import ROUTER_ROLES
+from router.configviews import ROUTER_ROLES
 from router.containers.table import (
     Across,
     Below,

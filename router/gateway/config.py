@@ -20,13 +20,12 @@ more, tokens split by ``.`` or ``/``) matched as address rules are (router/addre
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from router.addressing import TokenTree, rule_tokens
 from router.configbase import Strict, check_pattern
+from router.configviews import MatchView
 
 
 def _check_container(value: str) -> str:
@@ -39,16 +38,7 @@ def _check_container(value: str) -> str:
     return value
 
 
-@lru_cache(maxsize=1024)
-def _pattern_tree(pattern: str) -> TokenTree[bool]:
-    """Built once per pattern, outside the model: a private attribute would take part in the
-    model's equality, and live reconfiguration compares configurations."""
-    tree: TokenTree[bool] = TokenTree()
-    tree.add(rule_tokens(None, pattern), True)
-    return tree
-
-
-class Match(Strict):
+class Match(Strict, MatchView):
     """A condition on one string: exactly one of exact, prefix or pattern."""
 
     exact: str | None = Field(default=None, description="The whole value, as is.")
@@ -76,14 +66,6 @@ class Match(Strict):
         if len(given) != 1:
             raise ValueError("exactly one of exact, prefix or pattern is required")
         return self
-
-    def matches(self, value: str) -> bool:
-        if self.exact is not None:
-            return value == self.exact
-        if self.prefix is not None:
-            return value.startswith(self.prefix)
-        assert self.pattern is not None
-        return _pattern_tree(self.pattern).find(value) is not None
 
 
 class GatewayRule(Strict):

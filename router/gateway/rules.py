@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from proton import Message
 
-from router.gateway.config import Gateway, GatewayRule
+from router.configrecords import Gateway, GatewayRule
 from router.sections import scan
 
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
+from router.configrecords import Binding, NodeSettings
 from router.forwarder import ACCEPTED, Message
 from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
 from router.linkrouting import origin
 from router.log import get_logger
 from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
-from router.nodes.config import Binding, NodeSettings
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import (
     FilterError,
@@ -48,7 +48,7 @@ from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
 
 if TYPE_CHECKING:
-    from router.config import RouterConfig
+    from router.configrecords import RouterConfig
     from router.connection import Connection
     from router.engine import Router
     from router.links import Forward, Link

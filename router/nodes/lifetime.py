@@ -18,7 +18,7 @@ With no policy (the capability alone) it goes with its link, as delete-on-close.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 DELETE_ON_CLOSE = "delete-on-close"
 DELETE_ON_NO_LINKS = "delete-on-no-links"
@@ -41,10 +41,11 @@ _POLICIES: dict[Any, str] = {
         )
     },
 }
-TEMPORARY = {"temporary-queue": "queue", "temporary-topic": "topic"}
+NodeKind = Literal["queue", "topic"]
+TEMPORARY: dict[str, NodeKind] = {"temporary-queue": "queue", "temporary-topic": "topic"}
 
 
-def requested(properties: Any, capabilities: Any) -> tuple[str, str] | None:
+def requested(properties: Any, capabilities: Any) -> tuple[NodeKind, str] | None:
     """(node type, lifetime policy) a dynamic terminus asks for, or None when it asks for no
     node (a plain dynamic reply address, which the router routes as Dispatch does)."""
     policy = None

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 from proton import symbol
 
+from router.configrecords import NodeSettings
 from router.log import get_logger
 from router.nodes import distribution, intake
-from router.nodes.config import NodeSettings
 from router.nodes.filters import described
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber

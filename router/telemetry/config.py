@@ -16,7 +16,9 @@ thread of its own and must never share the data path's loop.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from router.configbase import Strict
 
 # Where pods serve /metrics and probes (the operator's default, and the chart's PodMonitor's).
 METRICS_PORT = 9090
@@ -24,11 +26,7 @@ METRICS_PORT = 9090
 RESERVED_PREFIX = "_routernet"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class HttpListener(_Strict):
+class HttpListener(Strict):
     """Where the router serves Prometheus metrics and its health, over plain HTTP."""
 
     host: str = Field(default="0.0.0.0", description="Address to bind; '::' for IPv6.")
@@ -42,7 +40,7 @@ class HttpListener(_Strict):
         return value
 
 
-class Telemetry(_Strict):
+class Telemetry(Strict):
     """Metrics over HTTP, and flow records sent to the collector as AMQP messages."""
 
     http: HttpListener | None = Field(

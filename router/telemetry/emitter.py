@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
 
+from router.configrecords import Telemetry
 from router.inventory import memory_usage
 from router.log import get_logger
 from router.sections import EMPTY_ANNOTATIONS, scan
 from router.telemetry import readings
-from router.telemetry.config import Telemetry
 from router.telemetry.flows import Flows
 from router.telemetry.sampling import Sampler
 from router.telemetry.schema import (

@@ -1,0 +1,127 @@
+"""The router process runs on plain records generated from the config models, validated by a
+child (router/configviews.py says why): the records must be current, say what the models say,
+and the router process must not load what they exist to keep out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router import configgen, configrecords
+from router.config import RouterConfig, validate_config
+from router.configchild import ChildValidator
+from router.configviews import ConfigError
+from router.nodes.config import NodeSettings
+
+REPO = Path(__file__).resolve().parent.parent
+
+FULL: dict[str, Any] = {
+    "router": {"id": "R1", "mode": "interior", "drainTimeoutSeconds": 4},
+    "sslProfiles": [{"name": "tls", "caCertFile": __file__}],
+    "listeners": [
+        {"port": 5672, "saslMechanisms": "ANONYMOUS PLAIN"},
+        {"host": "::1", "port": 5673, "role": "inter-router", "cost": 3},
+    ],
+    "connectors": [
+        {"name": "up", "host": "peer", "port": 55672, "role": "inter-router"},
+        {"name": "gw", "host": "other", "role": "gateway", "sslProfile": "tls"},
+    ],
+    "addresses": [
+        {"prefix": "orders", "distribution": "balanced", "undeliverable": "hold"},
+        {
+            "pattern": "jobs.*",
+            "node": {"type": "queue", "hosts": ["R1"], "bindings": [{"address": "audit"}]},
+        },
+    ],
+    "linkRoutes": [{"prefix": "broker", "direction": "in", "containerId": "b"}],
+    "telemetry": {"http": {"port": 0}, "windowSeconds": 2},
+    "gateway": {
+        "rules": [{"container": "c1", "node": {"pattern": "a.#"}, "applicationProperties": {}}],
+        "export": [{"prefix": "c"}],
+        "containers": [{"container": "far", "connector": "gw"}],
+    },
+    "store": {"path": "/var/lib/routernet"},
+}
+
+
+def full_model() -> RouterConfig:
+    return RouterConfig.model_validate(FULL)
+
+
+def test_records_are_generated_from_the_current_models() -> None:
+    assert (REPO / "router" / "configrecords.py").read_text() == configgen.render(), (
+        "router/configrecords.py is stale: run `make config-records`"
+    )
+
+
+def test_a_record_says_what_its_model_says() -> None:
+    model = full_model()
+    record = configrecords.RouterConfig.from_dict(model.model_dump(mode="json"))
+    assert record.as_dict() == model.model_dump(mode="json")
+    assert record.field_names() == model.field_names()
+    for got, want in zip(record.listeners, model.listeners, strict=True):
+        assert (got.address, got.name, got.verifies_clients) == (
+            want.address,
+            want.name,
+            want.verifies_clients,
+        )
+    assert record.listeners[1].address == "[::1]:5673"
+    assert [c.address for c in record.connectors] == [c.address for c in model.connectors]
+    assert [a.key for a in record.addresses] == [a.key for a in model.addresses]
+    assert [r.key for r in record.linkRoutes] == [r.key for r in model.linkRoutes]
+    assert isinstance(record.addresses[1].node, configrecords.NodeSettings)
+    assert record.addresses[1].node.bindings[0].address == "audit"
+    match = record.gateway.rules[0].node
+    assert match is not None and match.matches("a.b.c") and not match.matches("b")
+    assert record.telemetry.http is not None and record.telemetry.http.port == 0
+
+
+def test_endpoints_point_at_their_resolved_profile_which_takes_part_in_equality() -> None:
+    dump = full_model().model_dump(mode="json")
+    record = configrecords.RouterConfig.from_dict(dump)
+    [gw] = [c for c in record.connectors if c.name == "gw"]
+    assert gw.ssl is record.sslProfiles[0]
+    assert record.connectors[0].ssl is None
+    assert configrecords.RouterConfig.from_dict(dump) == record
+    dump["sslProfiles"][0]["ciphers"] = "HIGH"
+    changed = configrecords.RouterConfig.from_dict(dump)
+    assert changed.connectors[1] != gw  # same fields, another profile: a changed connector
+    assert changed.connectors[0] == record.connectors[0]
+
+
+def test_records_default_as_the_models_do() -> None:
+    """The router makes some itself (a temporary queue's settings, say)."""
+    topic = configrecords.NodeSettings(type="topic").as_dict()
+    assert topic == NodeSettings(type="topic").model_dump()
+    minimal = validate_config({"router": {"id": "R1"}})
+    built = configrecords.RouterConfig(router=configrecords.RouterSettings(id="R1"))
+    assert built.as_dict() == minimal.model_dump()
+
+
+def test_a_child_validates_with_the_command_line() -> None:
+    config = ChildValidator(["--id", "R7", "--listen", "127.0.0.1:5999"]).start(None, None)
+    record = config.result()
+    assert isinstance(record, configrecords.RouterConfig)
+    assert record.router.id == "R7"
+    assert [lsn.address for lsn in record.listeners] == ["127.0.0.1:5999"]
+    text = "router: {id: FILE}\naddresses: [{prefix: a, distribution: nowhere}]\n"
+    with pytest.raises(ConfigError, match=r"^addresses\[0\]\.distribution: 'nowhere' is invalid"):
+        ChildValidator(["--id", "R7"])(text, "router.yaml").result()
+
+
+def test_the_router_process_loads_no_pydantic_or_yaml() -> None:
+    """Its idle memory: pydantic, the models and PyYAML were a third of it."""
+    probe = (
+        "import sys, router.cli, router.engine, router.reconfigure, router.configsync;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('pydantic', 'pydantic_core', 'yaml') or m in ('router.config', 'router.configcheck')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout.replace("'", '"')) == []
