@@ -7,9 +7,9 @@ when `ROUTERNET_PURE=1`, which at build time skips compiling, and at run time ma
 load the plain source (router/__init__.py).
 """
 
-import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -33,6 +33,8 @@ C_MODULES = ["pnfast", "scanfast"]
 
 # What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
 # once their source differs (an edit, a checkout), rather than run code that is no longer there.
+# CRC-32 (zlib), not SHA-256: this guards against a forgotten rebuild, not an adversary, and
+# hashlib's OpenSSL set-up would cost every router process 3.5 MiB.
 SOURCES = Path("router/native-sources.json")
 
 
@@ -51,7 +53,7 @@ if os.environ.get("ROUTERNET_PURE") != "1":
     # router/scanfast.py say why), beside their Python twins.
     ext_modules += [Extension(f"router.{name}", [f"router/{name}.c"]) for name in C_MODULES]
     compiled = {
-        Path(p).relative_to("router").as_posix(): hashlib.sha256(content(Path(p))).hexdigest()
+        Path(p).relative_to("router").as_posix(): f"{zlib.crc32(content(Path(p))):08x}"
         for p in [*NATIVE, *(f"router/{name}.py" for name in C_MODULES)]
     }
 

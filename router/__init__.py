@@ -7,10 +7,10 @@ source checkout, compiled modules built from other source than what is there now
 import: they would silently run code that is no longer there.
 """
 
-import hashlib
 import json
 import os
 import sys
+import zlib
 from importlib.machinery import (
     BYTECODE_SUFFIXES,
     EXTENSION_SUFFIXES,
@@ -51,7 +51,7 @@ def _stale(package: Path) -> list[str]:
     return [
         name + (f" or {source.with_suffix('.c').name}" if source.with_suffix(".c").exists() else "")
         for source, name in names.items()
-        if built.get(name) != hashlib.sha256(_content(source)).hexdigest()
+        if built.get(name) != f"{zlib.crc32(_content(source)):08x}"  # as setup.py writes it
     ]
 
 

@@ -12,10 +12,9 @@ AMQP words it: a null source and target, then a detach with the error.
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
-from router import drain
+from router import drain, tokens
 from router.links import Link
 from router.log import get_logger
 from router.pn import lib, text
@@ -71,7 +70,7 @@ def serve(router: Router, link: Link) -> None:
     else:
         if lib.pn_terminus_is_dynamic(remote_source):
             space = f"_edge/{router.id}" if router.edge is not None else f"_topo/0/{router.id}"
-            address = f"{space}/temp.{secrets.token_urlsafe(16)}"
+            address = f"{space}/temp.{tokens.token_urlsafe(16)}"
             local_source = lib.pn_link_source(p)
             lib.pn_terminus_set_address(local_source, address.encode())
             lib.pn_terminus_set_dynamic(local_source, True)

@@ -34,7 +34,6 @@ STREAM_THRESHOLD bytes) takes the engine's usual path.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from typing import TYPE_CHECKING, Any
 
 from router.links import Forward
@@ -393,12 +392,11 @@ def trim_memory() -> None:
     """Give freed heap back to the system (glibc's malloc_trim); nothing elsewhere."""
     global _trim
     if _trim is None:
-        _trim = False
-        name = ctypes.util.find_library("c")
-        if name:
-            try:
-                _trim = ctypes.CDLL(name).malloc_trim
-            except (OSError, AttributeError):
-                _trim = False
+        try:
+            # The process's own symbols, libc's among them: no library search (ctypes.util
+            # would run ldconfig and import a dozen modules the router has no other use for).
+            _trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
     if _trim:
         _trim(0)

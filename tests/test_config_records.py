@@ -114,12 +114,15 @@ def test_a_child_validates_with_the_command_line() -> None:
         ChildValidator(["--id", "R7"])(text, "router.yaml").result()
 
 
-def test_the_router_process_loads_no_pydantic_or_yaml() -> None:
-    """Its idle memory: pydantic, the models and PyYAML were a third of it."""
+def test_the_router_process_loads_no_pydantic_yaml_or_metrics_library() -> None:
+    """Its idle memory: pydantic, the models and PyYAML were a third of it, prometheus-client
+    and the HTTP and e-mail modules it imports a sixth (loaded only with telemetry.http), and
+    hashlib's OpenSSL digests a tenth."""
     probe = (
         "import sys, router.cli, router.engine, router.reconfigure, router.configsync;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in"
-        " ('pydantic', 'pydantic_core', 'yaml') or m in ('router.config', 'router.configcheck')))"
+        " ('pydantic', 'pydantic_core', 'yaml', 'prometheus_client', 'hashlib', '_hashlib',"
+        " 'secrets', 'email') or m in ('router.config', 'router.configcheck')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60

@@ -16,12 +16,12 @@ At start the store's messages are taken back into their nodes before any link at
 
 from __future__ import annotations
 
-import secrets
 import time
 from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from router import tokens
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.configrecords import Binding, NodeSettings
@@ -334,7 +334,7 @@ class Nodes:
             return False
         kind, policy = wanted
         router = self.router
-        name = f"_topo/0/{router.id}/temp.{secrets.token_urlsafe(16)}"
+        name = f"_topo/0/{router.id}/temp.{tokens.token_urlsafe(16)}"
         settings = NodeSettings(type=kind)
         node: Node = (
             Topic(name, settings, store, self.facts)

@@ -8,11 +8,14 @@ move (about 1/n of them), unlike `hash % n`, which moves nearly all.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 
 def weight(host: str, node: str) -> int:
+    # Imported when first needed: hashlib sets up OpenSSL's digests (3.5 MiB), which a router
+    # placing no node never uses.
+    import hashlib
+
     digest = hashlib.blake2b(f"{host}\x00{node}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 

@@ -22,11 +22,11 @@ and is rejected (router/linkrouting.py).
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from proton import Data, Described, Message, symbol, ulong
 
+from router import tokens
 from router.log import get_logger
 from router.pn import lib, set_condition
 
@@ -102,7 +102,7 @@ class Coordinator:
             self.answer(d, lib.PN_REJECTED, ("amqp:decode-error", f"{err}"[:200]))
             return
         if kind in DECLARE:
-            tid = secrets.token_bytes(8)
+            tid = tokens.token_bytes(8)
             self.open[tid] = Transaction(tid, link)
             state = Data(lib.pn_disposition_data(lib.pn_delivery_local(d)))
             state.clear()

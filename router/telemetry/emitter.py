@@ -10,12 +10,12 @@ without bound.
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
 
+from router import tokens
 from router.configrecords import Telemetry
 from router.inventory import memory_usage
 from router.log import get_logger
@@ -46,7 +46,7 @@ class Emitter:
     def __init__(self, router: Router, config: Telemetry, now: float) -> None:
         self.router = router
         # Record ids: this router, this boot, a sequence; a resend after a reconnect reuses one.
-        prefix = f"{router.id}-{secrets.token_hex(4)}"
+        prefix = f"{router.id}-{tokens.token_hex(4)}"
         self.flows = Flows(router.id, prefix, config.windowSeconds, now)
         self.sampler = Sampler(config.sampleEvery)
         self.record_prefix = prefix
