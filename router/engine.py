@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from proton import Message as ProtonMessage
 
-from router import __version__, attach, drain, inventory, pnfast, sasl
+from router import __version__, attach, drain, pnfast, sasl
 from router.addressing import CONTAINER_KEY, AddressRule, AddressTable, parse
 from router.configrecords import RouterConfig
 from router.connection import Connection, IOBuffers
@@ -43,7 +43,6 @@ from router.linkroutes import link_route_table
 from router.linkrouting import LinkRouter
 from router.links import Forward, Link
 from router.log import get_logger
-from router.management import Agent
 from router.network import Timers
 from router.nodes.hosting import Nodes
 from router.pn import ffi, get_condition, lib, set_condition, text
@@ -63,6 +62,7 @@ from router.telemetry.emitter import Emitter
 from router.telemetry.sampling import Sampler
 
 if TYPE_CHECKING:
+    from router.management import Agent
     from router.telemetry.http import HttpEndpoint
 
 log = get_logger("router")
@@ -133,7 +133,9 @@ class Router:
         self.edge: Edge | None = None
         if config.router.mode == "edge":
             self.edge = self.fwd.edge = Edge(self)
-        self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
+        # The management agent and its tables, made on the first request: an idle router need
+        # not hold them (~1 MiB).
+        self.agent: Agent | None = None
         self.fwd.local_handlers[parse("$management", self.id).key] = self.on_management
         self.linkrouter = LinkRouter(self, link_route_table(config))
         # Seed 001's global addressing: `(container)/node` from any router (router/containers/),
@@ -975,7 +977,13 @@ class Router:
         # unsettled in the counts its own answer reports (qdstat -l would show it).
         if forward is not None:
             self.fwd.settle_incoming(forward, ACCEPTED)
-        response = self.agent.handle(request)
+        agent = self.agent
+        if agent is None:
+            from router import inventory
+            from router.management import Agent
+
+            agent = self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
+        response = agent.handle(request)
         if response is None or not response.address:
             return
         self.fwd.originate(response.encode(), response.address)

@@ -6,14 +6,14 @@ The agent (router/management.py) pages and filters; this module only reads the l
 
 from __future__ import annotations
 
-import resource
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from router import __version__
-from router.management import CONTAINER, HOSTED_NODE
+from router.entitytypes import CONTAINER, HOSTED_NODE
 from router.pn import lib, text
+from router.stats import memory_usage
 from router.tls import describe
 
 if TYPE_CHECKING:
@@ -63,15 +63,6 @@ def node_rows(router: Router) -> list[dict[str, Any]]:
         row.setdefault("identity", row["name"])
         row.setdefault("type", PREFIX + "router.node")
     return rows
-
-
-def memory_usage() -> int:
-    """Resident set size in bytes (what qdstat -g shows as memory usage)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def router_row(router: Router) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import proton
 
+from router.entitytypes import CONTAINER, HOSTED_NODE
 from router.stats import RouterStats
 
 PREFIX = "org.apache.qpid.dispatch."
@@ -29,8 +30,6 @@ NODE = PREFIX + "router.node"
 LINK_ROUTE = PREFIX + "router.config.linkRoute"
 SSL_PROFILE = PREFIX + "sslProfile"
 # Ours: the containers `(id)/node` reaches (router/containers/), duplicates included.
-CONTAINER = "io.routernet.container"
-HOSTED_NODE = "io.routernet.node"
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
 _ENTITY = PREFIX + "entity"

@@ -47,11 +47,11 @@ from router.containers.table import (
     container_of,
     keys,
 )
+from router.entitytypes import CONTAINER
 from router.forwarder import ACCEPTED
 from router.gateway.rules import link_facts, message_facts, resolve
 from router.linkroutes import LINK_BALANCED
 from router.log import get_logger
-from router.management import CONTAINER
 from router.pn import cbytes, data_get, lib, text
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from router import tokens
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.configrecords import Binding, NodeSettings
+from router.entitytypes import HOSTED_NODE
 from router.forwarder import ACCEPTED, Message
 from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
 from router.linkrouting import origin
 from router.log import get_logger
-from router.management import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import (

@@ -17,9 +17,9 @@ from proton import Message as ProtonMessage
 
 from router import tokens
 from router.configrecords import Telemetry
-from router.inventory import memory_usage
 from router.log import get_logger
 from router.sections import EMPTY_ANNOTATIONS, scan
+from router.stats import memory_usage
 from router.telemetry import readings
 from router.telemetry.flows import Flows
 from router.telemetry.sampling import Sampler
