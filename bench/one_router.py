@@ -89,6 +89,21 @@ def qdrouterd_config(port: int, workers: int | None) -> str:
 
 
 def proc_cpu_seconds(pid: int) -> float:
+    """CPU time of the process's threads. From the scheduler's runtime where the kernel shows
+    it (/proc/<pid>/task/*/sched, nanoseconds): utime and stime count clock ticks (10 ms), and
+    a short run's router may spend less than one. Else from those ticks."""
+    total, seen = 0.0, False
+    for sched in Path(f"/proc/{pid}/task").glob("*/sched"):
+        try:
+            text = sched.read_text()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        for line in text.splitlines():
+            if line.startswith("se.sum_exec_runtime"):
+                total += float(line.partition(":")[2]) / 1000  # ms
+                seen = True
+    if seen:
+        return total
     # utime and stime, fields 14 and 15 of /proc/<pid>/stat, cover all of the process's
     # threads; the command name (field 2) may hold spaces, so count from after it.
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
