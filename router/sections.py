@@ -98,10 +98,6 @@ _K_TO: Final = b"\xa3\x0bx-opt-qd.to"
 _K_PHASE: Final = b"\xa3\x0ex-opt-qd.phase"
 _SAMPLE_NAME: Final = b"x-opt-routernet.ingress-ns"  # router.telemetry.schema.SAMPLE_ANNOTATION
 _K_SAMPLE: Final = b"\xa3" + bytes((len(_SAMPLE_NAME),)) + _SAMPLE_NAME
-# The sample as routers write it (a long): its 8 bytes are zeroed in the keys of the parse and
-# encoding caches, so that 1 in 100 messages carrying a unique clock reading still hit them.
-_K_SAMPLE_LONG: Final = _K_SAMPLE + b"\x81"
-_NO_SAMPLE: Final = bytes(8)
 _ORIGIN_NAME: Final = b"x-opt-routernet.origin"  # router.telemetry.schema.ORIGIN_ANNOTATION
 _K_ORIGIN: Final = b"\xa3" + bytes((len(_ORIGIN_NAME),)) + _ORIGIN_NAME
 _PACK_I64: Final = struct.Struct(">q").pack
@@ -160,7 +156,6 @@ class RouterAnnotations:
         "phase",
         "present",
         "sample",
-        "sample_at",
         "split",
         "to",
         "trace",
@@ -172,8 +167,6 @@ class RouterAnnotations:
         self.to: str | None = None
         self.phase: int | None = None
         self.sample: int | None = None
-        # Where the sample's long (its 0x81) is in the section parsed, -1 if not there as one.
-        self.sample_at = -1
         self.origin: str | None = None
         self.present = False
         # The user entries as read (their byte runs, item count), so that rewriting the same
@@ -233,22 +226,6 @@ class RouterAnnotations:
     ) -> bytes:
         runs, user = self.split or ((), 0)
         return _section(runs, user, ingress, trace, to, phase, sample, origin)
-
-    def with_sample(self, sample: int) -> RouterAnnotations:
-        """These annotations with another sample: for a message whose section is the parsed one
-        but for the sample's bytes (`_annotations`)."""
-        copy = RouterAnnotations()
-        copy.ingress = self.ingress
-        copy.trace = self.trace
-        copy.to = self.to
-        copy.phase = self.phase
-        copy.sample = sample
-        copy.sample_at = self.sample_at
-        copy.origin = self.origin
-        copy.present = self.present
-        copy.split = self.split
-        copy._routers = self._routers
-        return copy
 
     def _keep(self, key: tuple[str, str] | None, section: bytes) -> None:
         # Bounded: one parse may serve messages to many addresses (EMPTY_ANNOTATIONS serves all).
@@ -658,8 +635,6 @@ def _parse(ma: bytes) -> RouterAnnotations:
                 signed = _INTS.get(ma[v])
                 if signed is not None:
                     found.sample = int.from_bytes(ma[v + 1 : v_end], signed=signed)
-                    if ma[v] == 0x81:
-                        found.sample_at = v
             elif name == _ORIGIN_NAME:
                 found.origin = _decode_str(ma, v, v_end, "x-opt-routernet.origin")
     except _OUT_OF_BOUNDS:
@@ -677,18 +652,7 @@ _parse_cached: Final = lru_cache(maxsize=512)(_parse)
 def _annotations(buf: Buffer, s: Scan) -> RouterAnnotations:
     ma = bytes(buf[s.ma_start : s.ma_end])
     try:
-        if len(ma) > _CACHED_SECTION:
-            return _parse(ma)
-        at = ma.rfind(_K_SAMPLE_LONG)
-        if at < 0:
-            return _parse_cached(ma)
-        # A sampled message: its clock reading is unique, the rest as its stream's.
-        v = at + len(_K_SAMPLE)
-        if v + 9 <= len(ma):
-            shared = _parse_cached(ma[: v + 1] + _NO_SAMPLE + ma[v + 9 :])
-            if shared.sample_at == v:  # that was the sample, not bytes of some other value
-                return shared.with_sample(int.from_bytes(ma[v + 1 : v + 9], signed=True))
-        return _parse(ma)
+        return _parse_cached(ma) if len(ma) <= _CACHED_SECTION else _parse(ma)
     except MessageFormatError as e:
         raise MessageFormatError(
             f"in message-annotations at offset {s.ma_start} (offsets below relative to it): {e}"
@@ -749,6 +713,7 @@ def _router_entries(
     return out
 
 
+@lru_cache(maxsize=512)
 def _section(
     runs: tuple[bytes, ...],
     user: int,
@@ -761,43 +726,19 @@ def _section(
 ) -> bytes:
     """Encode a message-annotations section: the user entries as they were, then the router's.
 
-    Kept, like the parse, because one stream's messages get the same section over and over; a
-    sample is written into a kept section with a zero one (a sampled message's clock reading
-    is unique). A section with no entries is empty bytes rather than an empty map.
+    Kept, like the parse, because one stream's messages get the same section over and over.
+    A section with no entries is empty bytes rather than an empty map.
     """
-    section, at = _layout(runs, user, ingress, trace, to, phase, sample is not None, origin)
-    if sample is None:
-        return section
-    return b"".join((section[:at], _PACK_I64(sample), section[at + 8 :]))
-
-
-@lru_cache(maxsize=512)
-def _layout(
-    runs: tuple[bytes, ...],
-    user: int,
-    ingress: str | None,
-    trace: tuple[str, ...] | None,
-    to: str | None,
-    phase: int | None,
-    sampled: bool,
-    origin: str | None,
-) -> tuple[bytes, int]:
-    """The section with a zero sample if `sampled`, and where the sample's 8 bytes are."""
-    entries = _router_entries(ingress, trace, to, phase, 0 if sampled else None, origin)
-    pieces = [*runs, *entries]
+    pieces = [*runs, *_router_entries(ingress, trace, to, phase, sample, origin)]
     count = user + len(pieces) - len(runs)
     if not count:
-        return b"", -1
+        return b""
     size = sum(map(len, pieces))
     if size < 255 and count < 256:
         head = _MA_MAP8 + bytes((size + 1, count))
     else:
         head = _MA_MAP32 + _PACK_U32_PAIR(size + 4, count)
-    at = -1
-    if sampled:
-        key = entries.index(_K_SAMPLE)
-        at = len(head) + sum(map(len, runs)) + sum(map(len, entries[: key + 1])) + 1
-    return b"".join((head, *pieces)), at
+    return b"".join((head, *pieces))
 
 
 def rewrite(

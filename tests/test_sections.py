@@ -779,68 +779,6 @@ def test_rewrite_stamps_a_sample() -> None:
     assert read_annotations(data, scan(data)).present  # unknown x-opt-routernet.* keys too
 
 
-def test_sampled_messages_share_their_streams_parse_and_encoding() -> None:
-    """1 in 100 messages carries a unique clock reading: they still hit the caches (the sample's
-    bytes are left out of the keys), and every one keeps its own reading, hop after hop."""
-    from router import sections
-
-    def sampled(sample: int, body: str) -> bytes:
-        msg = Message(body=body, address="a")
-        msg.annotations = {
-            symbol("user"): "u",
-            INGRESS: "0/A",
-            symbol("x-opt-qd.trace"): ["0/A"],
-            SAMPLE: sample,
-        }
-        return msg.encode()
-
-    first = sampled(1_700_000_000_000_000_001, "one")
-    ann = read_annotations(first, scan(first))
-    ann.forwarded(first, scan(first), "a", "0/B")
-    ann.stripped(first, scan(first))
-    parses, layouts = sections._parse_cached.cache_info(), sections._layout.cache_info()
-    for n in range(2, 12):
-        data = sampled(1_700_000_000_000_000_000 + n, f"m{n}")
-        s = scan(data)
-        ann = read_annotations(data, s)
-        assert (ann.sample, ann.ingress, ann.trace) == (
-            1_700_000_000_000_000_000 + n,
-            "0/A",
-            ["0/A"],
-        )
-        out = Message()
-        out.decode(ann.forwarded(data, s, "a", "0/B"))
-        assert out.body == f"m{n}"
-        assert out.annotations == {
-            symbol("user"): "u",
-            INGRESS: "0/A",
-            symbol("x-opt-qd.trace"): ["0/A", "0/B"],
-            symbol("x-opt-qd.to"): "a",
-            SAMPLE: 1_700_000_000_000_000_000 + n,
-        }
-        plain = Message()
-        plain.decode(ann.stripped(data, s))
-        assert plain.annotations == {symbol("user"): "u"}
-    assert sections._parse_cached.cache_info().misses == parses.misses
-    assert sections._layout.cache_info().misses == layouts.misses
-
-
-def test_a_value_that_looks_like_a_sample_is_left_as_it_is() -> None:
-    """The sample's key and type bytes inside a user value: not taken for the sample (whose
-    bytes the cache keys leave out), so the value is forwarded intact."""
-    lookalike = b"\xa3\x1ax-opt-routernet.ingress-ns\x81" + bytes(range(1, 9))
-    for sample in (None, 7):
-        entries = [sym("user"), binary(lookalike + b"tail")]
-        if sample is not None:  # before the value: the look-alike is the last one found
-            entries[:0] = [sym("x-opt-routernet.ingress-ns"), b"\x81" + sample.to_bytes(8)]
-        data = section(0x72, map_(*entries)) + section(0x77, string("body"))
-        assert read_annotations(data, scan(data)).sample == sample
-        out = Message()
-        out.decode(rewrite(data, scan(data), ingress="0/B", trace=["0/B"], sample=sample))
-        assert out.annotations[symbol("user")] == lookalike + b"tail"
-        assert out.annotations.get(SAMPLE) == sample
-
-
 def test_scan_head_finds_what_routing_reads_in_a_prefix() -> None:
     from proton import Message
 
