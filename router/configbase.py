@@ -20,8 +20,8 @@ class Strict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    # What the router asks of a section (router/configviews.py Record), as the generated
-    # records (router/configrecords.py) answer it too.
+    # What the router asks of a section, as the generated records (router/configrecords.py)
+    # answer it too.
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump()
 

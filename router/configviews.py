@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from router.addressing import TokenTree, rule_tokens
 
@@ -37,7 +37,7 @@ class ConfigError(Exception):
     def from_validation(cls, err: ValidationError, context: str = "") -> ConfigError:
         """Flattens pydantic's multi-line report so a CLI can print it after its own name."""
         message = "; ".join(_describe(detail) for detail in err.errors())
-        return cls(one_line(f"{context}{message}"))
+        return cls(_one_line(f"{context}{message}"))
 
 
 def _describe(detail: ErrorDetails) -> str:
@@ -55,7 +55,7 @@ def _describe(detail: ErrorDetails) -> str:
     return f"{path}: {text}" if path else text
 
 
-def one_line(text: str) -> str:
+def _one_line(text: str) -> str:
     """Keys and values from the file may hold line breaks; the message must not."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
@@ -109,21 +109,13 @@ def bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-class Record(Protocol):
-    """What the router asks of a configuration section, model or record alike."""
-
-    def as_dict(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]: ...
-
-
 class RecordBase:
     """The generated records' behaviour, written once: built from what the models dump,
-    compared, dumped and shown as the models are. Each record class says, in class attributes,
-    its fields, the attributes beyond them that take part in equality (the models' private
-    ones), and which fields hold records: ``(field, kind, class)``, kind ``one`` (or None),
-    ``list`` or ``dict``."""
+    compared, dumped (`as_dict`, `field_names`: what the router asks of a section, which the
+    models answer too, router/configbase.py) and shown as the models are. Each record class
+    says, in class attributes, its fields, the attributes beyond them that take part in
+    equality (the models' private ones), and which fields hold records: ``(field, kind,
+    class)``, kind ``one`` (or None), ``list`` or ``dict``."""
 
     __slots__ = ()
     _FIELDS: tuple[str, ...] = ()
