@@ -34,7 +34,7 @@ C_MODULES = ["pnfast", "scanfast"]
 # What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
 # once their source differs (an edit, a checkout), rather than run code that is no longer there.
 # CRC-32 (zlib), not SHA-256: this guards against a forgotten rebuild, not an adversary, and
-# hashlib's OpenSSL set-up would cost every router process 3.5 MiB.
+# hashlib's OpenSSL set-up would cost every router process 2 MiB.
 SOURCES = Path("router/native-sources.json")
 
 

@@ -1,5 +1,5 @@
 """Random names and ids, made as the secrets module makes them (os.urandom), without importing
-it: secrets imports hmac, which sets up OpenSSL's digests, 3.5 MiB in every router process for
+it: secrets imports hmac, which sets up OpenSSL's digests, 2 MiB in every router process for
 nothing it uses."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 
 def weight(host: str, node: str) -> int:
-    # Imported when first needed: hashlib sets up OpenSSL's digests (3.5 MiB), which a router
+    # Imported when first needed: hashlib sets up OpenSSL's digests (2 MiB), which a router
     # placing no node never uses.
     import hashlib
 
