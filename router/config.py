@@ -760,17 +760,17 @@ class RouterConfig(Strict, RouterConfigView):
     @model_validator(mode="after")
     def _ssl_profiles(self) -> Self:
         """Resolve every sslProfile reference, which must name a profile fit for its use."""
+        self.resolve_ssl()  # as records are resolved (RouterConfigView)
         profiles = {p.name: p for p in self.sslProfiles}
         for field, entries in (("listeners", self.listeners), ("connectors", self.connectors)):
             for index, entry in enumerate(entries):
                 name = entry.sslProfile
-                profile = profiles.get(name) if name is not None else None
+                profile = entry.ssl
                 if name is not None and profile is None:
                     known = ", ".join(repr(n) for n in profiles) or "none are defined"
                     raise ValueError(
                         f"{field}[{index}].sslProfile: no sslProfile named {name!r} ({known})"
                     )
-                entry._ssl = profile
                 if profile is None:
                     continue
                 if isinstance(entry, Listener):
