@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from router.configchild import Validate
+from router.configchild import Pending, Ready, Validate
 from router.configrecords import RouterConfig
 from router.configviews import ConfigError
 from router.connector import backoff_delay
@@ -274,7 +274,7 @@ class ConfigMapSource:
         """Called on the watcher's thread, which also waits for the validation: the loop only
         applies its result."""
         received = time.monotonic()
-        load = None if text is None else _validated(self.validate, text, self.key)
+        load = None if text is None else _settled(self.validate(text, self.key)).result
         with self._lock:
             self._pending[:] = [(load, received)]
         wakeup = self._wakeup
@@ -322,15 +322,9 @@ class ConfigMapSource:
         self.router = None
 
 
-def _validated(validate: Validate, text: str, key: str) -> Callable[[], RouterConfig]:
-    """What `offer` takes: the configuration, or its ConfigError raised again."""
+def _settled(pending: Pending) -> Ready:
+    """Waits for the validation here, on the watcher's thread."""
     try:
-        config = validate(text, key).result()
+        return Ready(pending.result())
     except ConfigError as err:
-        error = err
-
-        def refused() -> RouterConfig:
-            raise error
-
-        return refused
-    return lambda: config
+        return Ready(error=err)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from router import sasl, tls
 from router.addressing import AddressTable
-from router.configchild import Pending, Validate
+from router.configchild import Pending, Ready, Validate
 from router.configrecords import RouterConfig
 from router.configviews import ConfigError, config_text
 from router.linkroutes import link_route_table
@@ -351,10 +351,11 @@ class FileSource:
             return
         self.seen = (text, error)
         if text is None:
-            offer(router, "file", _refused(str(error)))
+            offer(router, "file", Ready(error=ConfigError(str(error))).result)
         elif not text.strip():
             # Most likely caught half-written; never a configuration to switch to.
-            offer(router, "file", _refused(f"config file {str(self.path)!r} is empty"))
+            empty = ConfigError(f"config file {str(self.path)!r} is empty")
+            offer(router, "file", Ready(error=empty).result)
         else:
             self.pending = self.validate(text, str(self.path))
             self._take()
@@ -364,13 +365,6 @@ class FileSource:
         if pending is not None and router is not None and pending.done():
             self.pending = None
             offer(router, "file", pending.result)
-
-
-def _refused(reason: str) -> Callable[[], RouterConfig]:
-    def load() -> RouterConfig:
-        raise ConfigError(reason)
-
-    return load
 
 
 def config_sources(
