@@ -28,6 +28,21 @@ QUICK_LATENCY_SECONDS = 5.0
 SUITES = ("one-router", "network", "nodes", "collector", "autoscaling")
 
 
+def _positive(kind: type[int] | type[float]) -> Any:
+    """An argparse type: a number above zero, else a one-line usage error."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0: {text}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument(
@@ -38,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--count",
-        type=int,
+        type=_positive(int),
         help=f"messages per throughput run ({DEFAULT_COUNT:,}; nodes: {nodes.DEFAULT_COUNT:,}, "
         f"and in the queue it recovers, {nodes.RECOVERY_COUNT:,})",
     )
@@ -49,8 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--latency-seconds",
-        type=float,
+        type=_positive(float),
         help=f"longest latency run, in seconds of offered load ({DEFAULT_LATENCY_SECONDS:.0f})",
+    )
+    p.add_argument(
+        "--latency-rounds",
+        type=_positive(int),
+        help="rounds of the one-router latency comparison with qdrouterd, each side's median "
+        f"compared ({one_router.LATENCY_ROUNDS}; --quick 1)",
     )
     p.add_argument(
         "--via",
@@ -186,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
                 count=count,
                 latency_seconds=latency_seconds,
                 log_dir=output.parent,
+                latency_rounds=args.latency_rounds
+                or (1 if args.quick else one_router.LATENCY_ROUNDS),
             )
         else:
             assert clients is not None

@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -38,6 +39,11 @@ REPO_DIR = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
 BODY_BYTES = 100  # fixed by bench/c/bench.h
 LATENCY_LOAD = 0.5  # latency is measured at this fraction of the path's throughput
+# Ours against qdrouterd at qdrouterd's latency load is decided over this many rounds, each
+# side's median: the scenarios' own runs first, then a fresh qdrouterd and a fresh router in
+# turn. One paced run each moves with the machine more than the two differ (here, ours p50
+# 107 µs against qdrouterd's 140 in one run, 173 against 154 in the next).
+LATENCY_ROUNDS = 3
 # Without qdrouterd in the run: router-unsettled msgs/s and idle RSS, on the project's 2-core
 # machine. With it: at least qdrouterd's rate (one worker thread and default alike), and an
 # idle RSS at most this many times qdrouterd's.
@@ -269,6 +275,73 @@ def run_scenario(
     return result
 
 
+def _paced_run(
+    scenario: Scenario, clients: Clients, load: float, messages: int, log: Path
+) -> dict[str, Any]:
+    """One latency run at `load` through a fresh intermediary."""
+    with _intermediary(scenario.via or "", clients, log) as (_, port):
+        time.sleep(IDLE_SETTLE_S)
+        return latency_result(_transfer(scenario, clients, port, messages, load), load)
+
+
+def _percentiles(latency: dict[str, Any]) -> dict[str, float]:
+    return {"p50_us": latency["p50_us"], "p99_us": latency["p99_us"]}
+
+
+def latency_comparison(load: float, rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """Each side's median p50 and p99 over the rounds (each round {"router": …, "qdrouterd":
+    …}); met when neither of ours is above qdrouterd's."""
+    medians = {
+        side: {key: statistics.median(r[side][key] for r in rounds) for key in ("p50_us", "p99_us")}
+        for side in ("router", "qdrouterd")
+    }
+    ours, theirs = medians["router"], medians["qdrouterd"]
+    return {
+        "offered_msgs_per_s": round(load),
+        "rounds": rounds,
+        **medians,
+        "met": all(ours[key] <= theirs[key] for key in ours),
+    }
+
+
+def compare_latency(
+    results: dict[str, Any], clients: Clients, rounds: int, log_dir: Path
+) -> dict[str, Any]:
+    """Ours against each qdrouterd of the same settlement, at that qdrouterd's latency load:
+    the scenarios' runs are the first round, `rounds` - 1 more alternate fresh processes."""
+    ran = results["scenarios"]
+    comparisons: dict[str, Any] = {}
+    for presettled in (False, True):
+        ours = Scenario("router", presettled)
+        at = ran.get(ours.name, {}).get("latency_at", {})
+        for path in QDROUTERD_WORKERS:
+            theirs = Scenario(path, presettled)
+            if theirs.name not in at:
+                continue
+            first = ran[theirs.name]["latency"]
+            load, messages = first["offered_msgs_per_s"], first["messages"]
+            pairs = [{"router": _percentiles(at[theirs.name]), "qdrouterd": _percentiles(first)}]
+            name = f"{ours.name} at {theirs.name}'s latency load"
+            try:
+                for n in range(2, rounds + 1):
+                    print(f"bench: {name}, round {n} of {rounds} ...", file=sys.stderr, flush=True)
+                    pairs.append(
+                        {
+                            side: _percentiles(
+                                _paced_run(
+                                    sc, clients, load, messages, log_dir / f"{sc.name}-{n}.log"
+                                )
+                            )
+                            for side, sc in (("qdrouterd", theirs), ("router", ours))
+                        }
+                    )
+            except BenchError as e:
+                comparisons[f"{ours.name}/{theirs.name}"] = {"error": str(e)}
+                continue
+            comparisons[f"{ours.name}/{theirs.name}"] = latency_comparison(load, pairs)
+    return comparisons
+
+
 def _git_commit() -> str | None:
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True
@@ -341,6 +414,9 @@ def _targets(results: dict[str, Any]) -> dict[str, Any]:
     rate_target, rate_basis = TARGET_MSGS_PER_S, "fixed"
     if qd_rates:
         rate_target, rate_basis = max(qd_rates), "qdrouterd's best unsettled rate in this run"
+    compared = [c for c in results.get("latency_comparison", {}).values() if "error" not in c]
+    ratios = [c["router"][k] / c["qdrouterd"][k] for c in compared for k in ("p50_us", "p99_us")]
+    worst_latency = round(max(ratios), 2) if ratios else None
     idle_target, idle_basis = TARGET_IDLE_RSS_MIB, "fixed"
     if qd_idle:
         idle_target = round(TARGET_IDLE_OVER_QDROUTERD * min(qd_idle), 1)
@@ -357,6 +433,13 @@ def _targets(results: dict[str, Any]) -> dict[str, Any]:
             "basis": idle_basis,
             "measured": worst_idle,
             "met": None if worst_idle is None else worst_idle <= idle_target,
+        },
+        "router_latency_over_qdrouterd": {
+            "target": 1.0,
+            "basis": "ours over qdrouterd's p50 and p99 at qdrouterd's latency load, each the "
+            "median of the rounds; the worst of those ratios",
+            "measured": worst_latency,
+            "met": None if worst_latency is None else worst_latency <= 1.0,
         },
     }
 
@@ -379,9 +462,11 @@ def run(
     count: int,
     latency_seconds: float,
     log_dir: Path,
+    latency_rounds: int = LATENCY_ROUNDS,
 ) -> dict[str, Any]:
     """Runs the chosen scenarios in order; a failed one is recorded with its error and the
-    rest still run, so a broken router does not hide the baseline."""
+    rest still run, so a broken router does not hide the baseline. Then the latency
+    comparison with qdrouterd, if both ran, over `latency_rounds` rounds."""
     results: dict[str, Any] = {
         "benchmark": "one-router",
         "machine": machine_info(clients),
@@ -391,6 +476,7 @@ def run(
             "body_bytes": BODY_BYTES,
             "latency_load_fraction": LATENCY_LOAD,
             "latency_max_seconds": latency_seconds,
+            "latency_rounds": latency_rounds,
         },
         "scenarios": {},
     }
@@ -411,6 +497,7 @@ def run(
             outcome = {**_identity(scenario), "error": str(e)}
         print(f"bench: {scenario.name}: {_progress(outcome)}", file=sys.stderr, flush=True)
         results["scenarios"][scenario.name] = outcome
+    results["latency_comparison"] = compare_latency(results, clients, latency_rounds, log_dir)
     results["targets"] = _targets(results)
     return results
 
@@ -464,12 +551,19 @@ def markdown(results: dict[str, Any]) -> str:
         notes += shortfall_notes(name, s)
     targets = _targets(results)  # from the scenarios: results of older runs render as today's
     rate, idle = targets["router_unsettled_msgs_per_s"], targets["router_idle_rss_mib"]
+    latency = targets["router_latency_over_qdrouterd"]
     if rate["measured"] is not None or idle["measured"] is not None:
         notes.append(
             f"Targets: router-unsettled ≥ {rate['target']:,} msgs/s ({rate['basis']}): "
             f"{cell(rate['measured'])} ({verdict(rate['met'])}); "
             f"idle RSS ≤ {idle['target']} MiB ({idle['basis']}): {cell(idle['measured'], 1)} "
-            f"({verdict(idle['met'])})."
+            f"({verdict(idle['met'])})"
+            + (
+                f"; latency ≤ {latency['target']:.1f} times qdrouterd's ({latency['basis']}): "
+                f"{cell(latency['measured'], 2)} ({verdict(latency['met'])})."
+                if latency["measured"] is not None
+                else "."
+            )
         )
     notes += qdrouterd_notes(results)
     if notes:
@@ -494,13 +588,21 @@ def qdrouterd_notes(results: dict[str, Any]) -> list[str]:
             if ours and theirs:
                 ratio = ours / theirs
                 notes.append(f"router-{settlement} / {name}: {ratio:.2f} times.")
-            at = router.get("latency_at", {}).get(name)
-            if at is not None:
-                qd = ran[name]["latency"]
-                notes.append(
-                    f"router-{settlement} at {name}'s latency load "
-                    f"({at['offered_msgs_per_s']:,} msgs/s): p50 {at['p50_us']:,.0f} µs, "
-                    f"p99 {at['p99_us']:,.0f} µs; {name}: p50 {qd['p50_us']:,.0f} µs, "
-                    f"p99 {qd['p99_us']:,.0f} µs."
-                )
+    for key, c in results.get("latency_comparison", {}).items():
+        ours_name, _, theirs_name = key.partition("/")
+        if "error" in c:
+            notes.append(f"{ours_name} at {theirs_name}'s latency load failed: {c['error']}")
+            continue
+        per_round = "; ".join(
+            f"{r['router']['p50_us']:,.0f}/{r['router']['p99_us']:,.0f} vs "
+            f"{r['qdrouterd']['p50_us']:,.0f}/{r['qdrouterd']['p99_us']:,.0f}"
+            for r in c["rounds"]
+        )
+        notes.append(
+            f"{ours_name} at {theirs_name}'s latency load ({c['offered_msgs_per_s']:,} msgs/s), "
+            f"medians of {len(c['rounds'])} rounds: p50 {c['router']['p50_us']:,.0f} µs, p99 "
+            f"{c['router']['p99_us']:,.0f} µs; {theirs_name}: p50 "
+            f"{c['qdrouterd']['p50_us']:,.0f} µs, p99 {c['qdrouterd']['p99_us']:,.0f} µs "
+            f"(p50/p99 µs per round, ours vs theirs: {per_round})."
+        )
     return notes
