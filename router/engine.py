@@ -982,8 +982,10 @@ class Router:
             from router import inventory
             from router.management import Agent
 
-            agent = self.agent = Agent(self.id, inventory.entities(self), self.mgmt_nodes)
-        response = agent.handle(request)
+            agent = self.agent = Agent(
+                self.id, inventory.entities(self), self.mgmt_nodes, scoped=self.linkrouter
+            )
+        response = agent.handle(request, None if origin is None else origin.conn)
         if response is None or not response.address:
             return
         self.fwd.originate(response.encode(), response.address)

@@ -25,7 +25,9 @@ LINK_LOST = "qd:routed-link-lost"
 @dataclass(frozen=True, slots=True)
 class LinkRouteRule:
     """One link route. `direction` is seen from the client: "in" for links on which the client
-    sends (into the router), "out" for links on which it receives."""
+    sends (into the router), "out" for links on which it receives. A `scoped` route names no
+    container: the connections that created it over management serve it
+    (router/scopedroutes.py)."""
 
     direction: str
     prefix: str | None = None
@@ -34,13 +36,17 @@ class LinkRouteRule:
     connection: str | None = None
     add_prefix: str | None = None
     del_prefix: str | None = None
+    scoped: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in ("in", "out"):
             raise ValueError("direction must be 'in' or 'out'")
         if (self.prefix is None) == (self.pattern is None):
             raise ValueError("exactly one of 'prefix' and 'pattern' must be given")
-        if (self.container_id is None) == (self.connection is None):
+        if self.scoped:
+            if self.container_id is not None or self.connection is not None:
+                raise ValueError("a connection-scoped route names no container or connection")
+        elif (self.container_id is None) == (self.connection is None):
             raise ValueError("exactly one of 'container_id' and 'connection' must be given")
 
     @property
@@ -73,7 +79,7 @@ class LinkRouteRule:
         container id and this (listener's or connector's) name."""
         if self.container_id is not None:
             return self.container_id == container_id
-        return self.connection == connection_name
+        return self.connection is not None and self.connection == connection_name
 
     def external(self, address: str) -> str:
         """The address the container sees: delExternalPrefix taken off, addExternalPrefix put
@@ -93,17 +99,30 @@ class LinkRouteTable:
         self._trees: dict[str, TokenTree[LinkRouteRule]] = {"in": TokenTree(), "out": TokenTree()}
         self._rules: dict[tuple[str, tuple[str, ...]], LinkRouteRule] = {}
         for rule in rules:
-            tokens = rule.tokens()
-            if (rule.direction, tokens) in self._rules:
+            if self.get(rule.direction, rule.tokens()) is not None:
                 raise ValueError(
-                    f"a link route for {'.'.join(tokens)!r} direction {rule.direction} exists"
+                    f"a link route for {'.'.join(rule.tokens())!r} direction {rule.direction} "
+                    "exists"
                 )
-            self._rules[(rule.direction, tokens)] = rule
-            self._trees[rule.direction].add(tokens, rule)
+            self.add(rule)
 
     @property
     def rules(self) -> tuple[LinkRouteRule, ...]:
         return tuple(self._rules.values())
+
+    def get(self, direction: str, tokens: tuple[str, ...]) -> LinkRouteRule | None:
+        return self._rules.get((direction, tokens))
+
+    def add(self, rule: LinkRouteRule) -> None:
+        """Put `rule` in (replacing one of the same direction and pattern)."""
+        tokens = rule.tokens()
+        self._rules[(rule.direction, tokens)] = rule
+        self._trees[rule.direction].add(tokens, rule)
+
+    def remove(self, rule: LinkRouteRule) -> None:
+        tokens = rule.tokens()
+        del self._rules[(rule.direction, tokens)]
+        self._trees[rule.direction].remove(tokens)
 
     def __bool__(self) -> bool:
         return bool(self._rules)

@@ -17,6 +17,11 @@ container answered, and from then on the two links are a pair:
   other side with `qd:routed-link-lost`, as Dispatch does. A link with no route is refused with
   `qd:no-route-to-dest`.
 
+Routes come from the configuration (`linkRoutes`), from peers that create them for their own
+connection through management (router/scopedroutes.py: a qdrouterd edge's brokers), and from
+other routers' mobile address updates: a router routes a pattern another one advertises without
+configuring it, as Dispatch's routers learn them.
+
 The attach's link properties travel with it. Between routers they also name the client's
 container and link (`ORIGIN`, `ORIGIN_LINK`): beyond the first router the link comes from a
 router's connection, and a node that keys state by container and link name (a durable
@@ -42,6 +47,14 @@ from router.links import Link
 from router.log import get_logger
 from router.nodes.transactions import TRANSACTIONAL_STATE, UNKNOWN_ID
 from router.pn import cbytes, copy_condition, data_get, data_put, lib, set_condition, text
+from router.scopedroutes import (
+    BAD_REQUEST,
+    NO_CONTENT,
+    NOT_FOUND,
+    RequestError,
+    ScopedRoute,
+    ScopedRoutes,
+)
 from router.streaming import open_session
 
 if TYPE_CHECKING:
@@ -71,6 +84,22 @@ def origin(link: Link) -> tuple[str, str]:
     return conn.remote_container or "", link.name
 
 
+def _learned(key: str) -> LinkRouteRule | None:
+    """The route another router advertises as `key` (LinkRouteRule.key, reversed; `C`/`D`
+    alone is the catch-all `#`); None for a pattern key without a pattern."""
+    direction = "in" if key[0] in "CE" else "out"
+    text = key[1:]
+    if key[0] in "CD":
+        if not text:
+            return LinkRouteRule(direction, pattern="#", scoped=True)
+        return LinkRouteRule(direction, prefix=text, scoped=True)
+    return LinkRouteRule(direction, pattern=text, scoped=True) if text else None
+
+
+def _scoped_rule(route: ScopedRoute) -> LinkRouteRule:
+    return LinkRouteRule(route.direction, pattern=route.pattern, scoped=True)
+
+
 class LinkRouter:
     def __init__(self, router: Router, table: LinkRouteTable) -> None:
         self.router = router
@@ -79,13 +108,76 @@ class LinkRouter:
         self.remote: dict[str, set[str]] = {}
         self.advertised: set[str] = set()
         self.sessions: dict[Connection, Any] = {}
+        self.scoped = ScopedRoutes()
 
     # ----- routes and containers -----------------------------------------------------------
 
     def set_table(self, table: LinkRouteTable) -> None:
-        """New link routes (a live configuration change); links already routed stay."""
+        """New link routes (a live configuration change); links already routed stay, and so
+        do the connection-scoped routes."""
         self.table = table
+        for conn in self.scoped.by_conn:
+            for route in self.scoped.routes(conn):
+                self._sync(_scoped_rule(route))
+        for key in self.remote:
+            self._sync(_learned(key))
         self.containers_changed()
+
+    def _sync(self, rule: LinkRouteRule | None) -> None:
+        """Keep a table entry for an unconfigured pattern while a connection here serves it
+        (scoped) or another router advertises it, as Dispatch's routers learn link-route
+        patterns from each other's address updates; a configured route of the same pattern
+        stands for both (its container and the others serve it alike)."""
+        if rule is None:
+            return
+        tokens = rule.tokens()
+        current = self.table.get(rule.direction, tokens)
+        wanted = (rule.direction, tokens) in self.scoped.serving or rule.key in self.remote
+        if current is None and wanted:
+            self.table.add(rule)
+        elif current is not None and current.scoped and not wanted:
+            self.table.remove(current)
+
+    # ----- connection-scoped routes (router/scopedroutes.py), as management serves them ----
+
+    def create_scoped(
+        self, conn: Connection, name: str | None, attributes: object
+    ) -> dict[str, Any]:
+        """Management CREATE of a connection-scoped route, over `conn`: it serves links toward
+        `conn` while `conn` lasts. Returns the new entity."""
+        if conn.role == "inter-router":
+            # Dispatch would scope it to the connection the request crossed last, a router's.
+            raise RequestError(BAD_REQUEST, "Can only create over the connection it serves")
+        route = self.scoped.create(conn, name, attributes)
+        self._sync(_scoped_rule(route))
+        self.containers_changed()
+        log.info(
+            "linkroute.scoped_added",
+            conn=conn.conn_id,
+            container=conn.remote_container,
+            pattern=route.pattern,
+            direction=route.direction,
+            name=name,
+        )
+        return route.row(conn.remote_container)
+
+    def delete_scoped(self, conn: Connection, name: str | None, identity: str | None) -> int:
+        if name is None and identity is None:
+            raise RequestError(BAD_REQUEST, "No name or identity provided")
+        route = self.scoped.find(conn, name, identity)
+        if route is None:
+            raise RequestError(NOT_FOUND, "No connection-scoped link route of this connection")
+        self.scoped.delete(conn, route)
+        self._sync(_scoped_rule(route))
+        self.containers_changed()
+        log.info("linkroute.scoped_removed", conn=conn.conn_id, pattern=route.pattern)
+        return NO_CONTENT
+
+    def scoped_rows(self, conn: Connection | None) -> list[dict[str, Any]]:
+        """What `conn` sees of the type: its own routes only, as in Dispatch."""
+        if conn is None:
+            return []
+        return [route.row(conn.remote_container) for route in self.scoped.routes(conn)]
 
     def containers_changed(self) -> None:
         """A route-container connection opened or closed, or the routes changed: advertise to
@@ -102,6 +194,7 @@ class LinkRouter:
 
     def remote_routes(self, router_id: str, keys: set[str]) -> None:
         """The link-route keys another router advertises now (none when it is gone)."""
+        before = set(self.remote)
         for key in list(self.remote):
             routers = self.remote[key]
             routers.discard(router_id)
@@ -109,16 +202,25 @@ class LinkRouter:
                 del self.remote[key]
         for key in keys:
             self.remote.setdefault(key, set()).add(router_id)
+        for key in before.symmetric_difference(self.remote):
+            self._sync(_learned(key))
 
     def local_container(self, rule: LinkRouteRule) -> Connection | None:
-        for conn in self.router.conns.values():
-            if (
-                conn.role == "route-container"
-                and conn.remote_container is not None
-                and not conn.closing
-                and rule.serves(conn.remote_container, conn.listener.name)
-            ):
-                return conn
+        """The connection here that serves `rule`: a route-container it names, else one that
+        created the route for itself."""
+        if not rule.scoped:
+            for conn in self.router.conns.values():
+                if (
+                    conn.role == "route-container"
+                    and conn.remote_container is not None
+                    and not conn.closing
+                    and rule.serves(conn.remote_container, conn.listener.name)
+                ):
+                    return conn
+        if self.scoped.serving:
+            for conn in self.scoped.serving.get((rule.direction, rule.tokens()), ()):
+                if not conn.closing:
+                    return cast("Connection", conn)
         return None
 
     def next_hop(self, rule: LinkRouteRule, origin: Connection) -> tuple[Connection, bool] | None:
@@ -309,7 +411,10 @@ class LinkRouter:
         for link in list(conn.links):
             if link.peer is not None:
                 self.lost(link)
-        if conn.role == "route-container":
+        dropped = self.scoped.drop(conn) if conn in self.scoped.by_conn else []
+        for route in dropped:
+            self._sync(_scoped_rule(route))
+        if conn.role == "route-container" or dropped:
             self.containers_changed()
 
     # ----- credit --------------------------------------------------------------------------

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from http import HTTPStatus
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import proton
 
 from router.entitytypes import CONTAINER, HOSTED_NODE
+from router.scopedroutes import ATTRIBUTES as CONN_LINK_ROUTE_ATTRIBUTES
+from router.scopedroutes import CONN_LINK_ROUTE, RequestError
 from router.stats import RouterStats
 
 PREFIX = "org.apache.qpid.dispatch."
@@ -260,6 +262,7 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "subscriptions",
         *_BASE_ATTRIBUTES,
     ),
+    CONN_LINK_ROUTE: CONN_LINK_ROUTE_ATTRIBUTES,
 }
 
 _NODE_OPERATIONS = (
@@ -300,6 +303,10 @@ _TYPES: dict[str, _Type] = {
     SSL_PROFILE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[SSL_PROFILE]),
     CONTAINER: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONTAINER]),
     HOSTED_NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[HOSTED_NODE]),
+    # The one type a peer may create and delete: routes of its own connection.
+    CONN_LINK_ROUTE: _Type(
+        _OPERATIONAL_BASES, ("CREATE", "READ", "DELETE"), ENTITY_ATTRIBUTES[CONN_LINK_ROUTE]
+    ),
 }
 # An untyped QUERY defaults to every attribute of every type, in first-seen order.
 _ALL_ATTRIBUTES = tuple(dict.fromkeys(a for t in _TYPES.values() for a in t.attributes))
@@ -463,11 +470,36 @@ def _complete(entity_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
     return full
 
 
+def _names(properties: Mapping[str, Any]) -> dict[str, str]:
+    """The request's identity and name, those given, in that order."""
+    ids: dict[str, str] = {}
+    for k in ("identity", "name"):
+        value = properties.get(k)
+        if value is None:
+            continue
+        # Names and identities are strings; a bare integer identity is taken as its digits.
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise _Failure(HTTPStatus.BAD_REQUEST, f"'{k}' must be a string, got {_quote(value)}")
+        ids[k] = str(value) if isinstance(value, str) else str(int(value))
+    return ids
+
+
 def _integer(properties: Mapping[str, Any], key: str) -> int | None:
     value = properties.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise _Failure(HTTPStatus.BAD_REQUEST, f"'{key}' must be an integer, got {_quote(value)}")
     return value
+
+
+class ScopedLinkRoutes(Protocol):
+    """Connection-scoped link routes (router/linkrouting.py): created, deleted and seen by the
+    connection a request came on."""
+
+    def create_scoped(self, conn: Any, name: str | None, attributes: object) -> dict[str, Any]: ...
+
+    def delete_scoped(self, conn: Any, name: str | None, identity: str | None) -> int: ...
+
+    def scoped_rows(self, conn: Any) -> list[dict[str, Any]]: ...
 
 
 class Agent:
@@ -478,7 +510,8 @@ class Agent:
     returns the management addresses (`amqp:/_topo/0/<id>/$management`) of the routers known in
     the network. GET-MGMT-NODES answers them with this router's own first, listed even if the
     callback omits it: qdstat --all-routers visits each and takes fewer than two to mean a
-    standalone router.
+    standalone router. With `scoped`, a peer may CREATE, READ and DELETE connection-scoped link
+    routes for the connection its request came on (`handle`'s `requester`), and sees only those.
     """
 
     def __init__(
@@ -486,6 +519,7 @@ class Agent:
         router_id: str,
         entities: Mapping[str, Callable[[], list[dict[str, Any]]]],
         mgmt_nodes: Callable[[], list[str]],
+        scoped: ScopedLinkRoutes | None = None,
     ) -> None:
         unknown = set(entities) - set(ENTITY_ATTRIBUTES)
         if unknown:
@@ -493,6 +527,11 @@ class Agent:
         self._own_node = f"amqp:/_topo/0/{router_id}/$management"
         self._entities = dict(entities)
         self._mgmt_nodes = mgmt_nodes
+        self._scoped = scoped
+        # The connection the request being handled came on: scoped entities answer for it.
+        self._requester: Any = None
+        if scoped is not None:
+            self._entities[CONN_LINK_ROUTE] = lambda: scoped.scoped_rows(self._requester)
         self._node_operations: dict[str, Callable[[Mapping[str, Any], Any], Any]] = {
             "QUERY": self._query,
             "GET-TYPES": self._get_types,
@@ -502,9 +541,10 @@ class Agent:
             "GET-MGMT-NODES": self._get_mgmt_nodes,
         }
 
-    def handle(self, request: proton.Message) -> proton.Message | None:
-        """The response to `request`, or None when it has no reply-to (nothing can be answered;
-        Dispatch drops such requests too). Never raises: failures become error responses."""
+    def handle(self, request: proton.Message, requester: Any = None) -> proton.Message | None:
+        """The response to `request`, which came on connection `requester` (None: not over a
+        connection), or None when it has no reply-to (nothing can be answered; Dispatch drops
+        such requests too). Never raises: failures become error responses."""
         try:
             reply_to = request.reply_to
         except Exception:  # proton decodes it only now: an address not UTF-8 is none
@@ -512,10 +552,11 @@ class Agent:
         if not reply_to:
             return None
         correlation = None
+        self._requester = requester
         try:
             correlation = _correlation(request)
-            body = self._perform(request)
-            response = self._response(reply_to, correlation, HTTPStatus.OK, "OK", body)
+            status, body = self._perform(request)
+            response = self._response(reply_to, correlation, status, status.phrase, body)
             # Encode now so that a reply AMQP cannot carry (too big, or a row value of a type it
             # has no encoding for) is answered with a 500 rather than failing later in the engine
             # and leaving the client waiting.
@@ -529,6 +570,8 @@ class Agent:
         except Exception as error:
             status = HTTPStatus.INTERNAL_SERVER_ERROR
             description = f"{type(error).__name__}: {error}"
+        finally:
+            self._requester = None
         return self._response(reply_to, correlation, status, description, {})
 
     @staticmethod
@@ -545,7 +588,7 @@ class Agent:
             body=body,
         )
 
-    def _perform(self, request: proton.Message) -> Any:
+    def _perform(self, request: proton.Message) -> tuple[HTTPStatus, Any]:
         properties = request.properties if request.properties is not None else {}
         if not isinstance(properties, dict):
             raise _Failure(HTTPStatus.BAD_REQUEST, "Application properties must be a map")
@@ -560,18 +603,44 @@ class Agent:
         shown = _quote(operation)
         node_operation = self._node_operations.get(operation)
         if node_operation is not None:
-            return node_operation(properties, request.body)
+            return HTTPStatus.OK, node_operation(properties, request.body)
         if operation == "READ":
-            return self._read(properties)
+            return HTTPStatus.OK, self._read(properties)
+        if operation in ("CREATE", "DELETE") and self._scoped is not None:
+            requested = properties.get("type")
+            if requested is not None and _resolve(requested) == CONN_LINK_ROUTE:
+                return self._write_scoped(operation, properties, request.body)
         if operation in ("CREATE", "UPDATE", "DELETE"):
             raise _Failure(
                 HTTPStatus.NOT_IMPLEMENTED,
-                f"Operation {shown} not implemented: Routernet's management is read-only",
+                f"Operation {shown} not implemented: Routernet's management is read-only but"
+                f" for {CONN_LINK_ROUTE}",
             )
         raise _Failure(
             HTTPStatus.NOT_IMPLEMENTED,
             f"Operation {shown} not implemented for '{MANAGEMENT}' {list(_NODE_OPERATIONS)}",
         )
+
+    def _write_scoped(
+        self, operation: str, properties: Mapping[str, Any], body: Any
+    ) -> tuple[HTTPStatus, Any]:
+        """CREATE or DELETE of a connection-scoped link route, for the requester's connection."""
+        assert self._scoped is not None
+        ids = _names(properties)
+        if self._requester is None:
+            raise _Failure(HTTPStatus.BAD_REQUEST, "Can only be done over a connection")
+        try:
+            if operation == "CREATE":
+                name = ids.get("name")
+                if name is None and isinstance(body, Mapping) and isinstance(body.get("name"), str):
+                    name = body["name"]
+                return HTTPStatus.CREATED, self._scoped.create_scoped(self._requester, name, body)
+            status = self._scoped.delete_scoped(
+                self._requester, ids.get("name"), ids.get("identity")
+            )
+            return HTTPStatus(status), {}
+        except RequestError as e:
+            raise _Failure(HTTPStatus(e.status), e.description) from None
 
     def _types_under(self, base: str | None) -> list[str]:
         return [
@@ -655,17 +724,7 @@ class Agent:
 
     def _read(self, properties: Mapping[str, Any]) -> dict[str, Any]:
         """Find one entity by identity (or name, if no identity is given), as Dispatch does."""
-        ids: dict[str, str] = {}
-        for k in ("identity", "name"):
-            value = properties.get(k)
-            if value is None:
-                continue
-            # Names and identities are strings; a bare integer identity is taken as its digits.
-            if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise _Failure(
-                    HTTPStatus.BAD_REQUEST, f"'{k}' must be a string, got {_quote(value)}"
-                )
-            ids[k] = str(value) if isinstance(value, str) else str(int(value))
+        ids = _names(properties)
         requested = properties.get("type")
         entity_type = _resolve(requested) if requested else None
         if not ids:

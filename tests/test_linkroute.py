@@ -8,6 +8,7 @@ receivers. tests/test_linkroute_broker.py does the same against a real broker.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,14 @@ def router(tmp_path: Path) -> Iterator[RouterProcess]:
 
 def body_list(messages: list[tuple[str | None, Message]]) -> list[Any]:
     return [m.body for _address, m in messages]
+
+
+def send_through(world: World, sender: Any, broker: FakeBroker, count: int) -> None:
+    """`count` messages on a routed sender: all accepted, by the container, in order."""
+    sent = sender.send_all(Message(body=i) for i in range(count))
+    world.run_until(sender.all_settled, what="outcomes from the container")
+    assert {t.outcome for t in sent} == {"accepted"}
+    assert body_list(broker.received) == list(range(count))
 
 
 def test_a_client_sender_is_routed_to_the_container_with_its_outcomes(
@@ -318,16 +327,93 @@ def test_links_are_routed_across_the_network_to_the_containers_router(
             return ok
 
         net.wait_until(sender_attaches, 10, "a routed attach from C")
-        sender = client.links[-1]
-        sent = sender.send_all(Message(body=i) for i in range(30))
-        world.run_until(sender.all_settled, what="outcomes from A's container")
-        assert {t.outcome for t in sent} == {"accepted"}
-        assert body_list(broker.received) == list(range(30))
+        send_through(world, client.links[-1], broker, 30)
 
         receiver = client.receiver("queue.back", credit=4)
         broker.serve("queue.back", 9)
         world.run_until(lambda: len(receiver.messages) == 9, what="9 messages via B")
         world.run_until(lambda: len(broker.settled) == 9, what="accepts back at A")
+
+
+CONN_LINK_ROUTE = "org.apache.qpid.dispatch.router.connection.linkRoute"
+
+
+def test_a_connection_scoped_route_serves_links_from_across_the_network(
+    tmp_path: Path, world: World
+) -> None:
+    """A peer on B creates link routes for its own connection through B's management, as a
+    qdrouterd edge registers its broker's routes on its interior; clients on A reach it, and
+    the routes go when it deletes them or its connection closes."""
+    net = RouterNetwork(tmp_path, world, [("B", "A", 1)])
+    with net:
+        broker = FakeBroker(world, net.url("B"), container_id="edge-with-broker")
+        mgmt = Management(broker)
+        created = {}
+        for direction in ("in", "out"):
+            name = f"QE/proxyLinkRoute/{direction}"
+            response = mgmt.request(
+                {"operation": "CREATE", "type": CONN_LINK_ROUTE, "name": name},
+                {"type": CONN_LINK_ROUTE, "pattern": "broker.#", "direction": direction},
+            )
+            assert response.properties["statusCode"] == 201, response.properties
+            assert response.body["containerId"] == "edge-with-broker"
+            created[direction] = response.body["identity"]
+        client = world.connect(net.url("A"))
+        tries = itertools.count()
+
+        def attaches(address: str, receive: bool) -> bool:
+            """A link attached through to the peer on B (not one A message-routes itself,
+            before the route reaches it with the next mobile address update)."""
+            name = f"{address}-{next(tries)}"
+            link = (
+                client.receiver(address, name=name)
+                if receive
+                else client.sender(address, name=name)
+            )
+            if link.attached and not link.closed and name in broker.by_name:
+                return True
+            link.link.close()
+            world.run_for(0.2)
+            return False
+
+        net.wait_until(lambda: attaches("broker.orders", False), 10, "a routed attach from A")
+        send_through(world, client.links[-1], broker, 10)
+        receiver = client.receiver("broker.jobs", credit=5)
+        broker.serve("broker.jobs", 3)
+        world.run_until(lambda: len(receiver.messages) == 3, what="3 messages from B's peer")
+        # A learned the routes from B's address updates, as qdstat -a shows them.
+        on_a = {row["key"]: row for row in Management(client).query("router.address")}
+        assert on_a["Cbroker"]["remoteHostRouters"] == on_a["Dbroker"]["remoteHostRouters"] == ["B"]
+
+        # Another connection neither sees nor deletes them.
+        other = Management(world.connect(net.url("B")))
+        delete = {"operation": "DELETE", "type": CONN_LINK_ROUTE, "identity": created["in"]}
+        assert other.request(delete).properties["statusCode"] == 404
+        assert mgmt.request(delete).properties["statusCode"] == 204
+
+        def message_routed(address: str, receive: bool) -> bool:
+            """Without the route the address is an ordinary one again: A serves the link
+            itself, and the peer on B sees no attach."""
+            name = f"{address}-{next(tries)}"
+            link = (
+                client.receiver(address, name=name)
+                if receive
+                else client.sender(address, name=name)
+            )
+            world.run_for(0.1)
+            served_here = link.attached and not link.closed and name not in broker.by_name
+            link.link.close()
+            if not served_here:
+                world.run_for(0.2)
+            return served_here
+
+        net.wait_until(lambda: message_routed("broker.orders", False), 10, "the route gone")
+        assert attaches("broker.more-jobs", True)  # the "out" route stays
+        broker.conn.close()
+        net.wait_until(lambda: message_routed("broker.jobs", True), 10, "the last route gone")
+        # B sees the peer's routes no more, and neither the rest of the network.
+        keys = {row["key"] for row in other.query("router.address")}
+        assert not keys & {"Cbroker", "Dbroker"}
 
 
 def wait_applied(router: RouterProcess, world: World, count: int) -> str:

@@ -301,3 +301,31 @@ def test_table_from_config() -> None:
     assert found is not None and found.external("queue.a") == "ext.a"
     assert matched(table, "eu.orders", "out") == "*.orders"
     assert not link_route_table(validate_config({"router": {"id": "R1"}}))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"direction": "in", "prefix": "queue"},
+        {"direction": "out", "prefix": "a/b.c"},
+        {"direction": "in", "pattern": "*.orders"},
+        {"direction": "out", "pattern": "a.*.#"},
+        {"direction": "out", "pattern": "a/b/#"},
+        {"direction": "in", "pattern": "#"},
+    ],
+)
+def test_a_route_learned_from_its_key_matches_as_the_advertised_one(
+    fields: dict[str, Any],
+) -> None:
+    """A router routes what another advertises without configuring it (as Dispatch's routers
+    learn link-route patterns from address updates): the key must give back the same route."""
+    from router.linkrouting import _learned
+
+    advertised = rule(**fields)
+    learned = _learned(advertised.key)
+    assert learned is not None and learned.scoped
+    assert (learned.direction, learned.tokens(), learned.key) == (
+        advertised.direction,
+        advertised.tokens(),
+        advertised.key,
+    )

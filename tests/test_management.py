@@ -375,6 +375,7 @@ def test_get_types() -> None:
         NODE,
         CONTAINER,
         HOSTED_NODE,
+        "org.apache.qpid.dispatch.router.connection.linkRoute",
     }
 
 
