@@ -8,7 +8,9 @@ other edge connectors stay connected in reserve and take over if it drops) and, 
 - one proxy receiver per mobile address with consumers on the edge, so the interior treats the
   edge's consumers as its own and advertises them network-wide;
 - a receiver for the interior's address tracking, and a sender per address the edge's clients
-  send to, so that they get credit only once it has a destination (router/edgetracking.py).
+  send to, so that they get credit only once it has a destination (router/edgetracking.py);
+- a sender to the interior's `$management`, registering the link routes of containers
+  connected here (router/edgelinkroutes.py).
 The interior needs nothing special but the tracking, which it serves to qdrouterd edges in the
 same protocol (router/dispatch_edges.py): the rest are ordinary consumers, senders and an
 anonymous sender on an `edge`-role connection.
@@ -41,6 +43,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from router.connector import STABLE_SECONDS, backoff_delay
+from router.edgelinkroutes import LinkRouteProxies
 from router.edgetracking import Tracking
 from router.log import get_logger
 from router.pn import NULL, get_condition, lib
@@ -75,6 +78,8 @@ class Edge:
         self.retry_at: dict[Attachment, float] = {}
         # Which addresses the edge's senders may get credit for (router/edgetracking.py).
         self.tracking = Tracking(router)
+        # The link routes of containers here, registered on the interior.
+        self.link_routes = LinkRouteProxies(router)
 
     def rank(self, conn: Connection) -> int:
         """`conn`'s place among the edge connectors: lower is preferred."""
@@ -145,6 +150,7 @@ class Edge:
         log.info("edge.uplink", conn=conn.conn_id, peer=conn.host, container=conn.remote_container)
         self.router.fwd.uplink_changed()
         self.router.containers.report_up()  # the containers here, for the new interior
+        self.link_routes.sync(time.monotonic())  # and their link routes
 
     def attach(self) -> None:
         """Attach on the uplink whatever should be there and is not, unless it waits to be
@@ -245,7 +251,9 @@ class Edge:
         )
 
     def poll(self, now: float) -> None:
-        """From housekeeping: attach again what the interior detached, once its wait is over."""
+        """From housekeeping: attach again what the interior detached, once its wait is over;
+        retry the link routes' registration."""
+        self.link_routes.tick(now)
         due = [key for key, at in self.retry_at.items() if at <= now]
         if not due:
             return

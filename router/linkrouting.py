@@ -184,6 +184,9 @@ class LinkRouter:
         the network the routes whose container is connected here, and only those."""
         network = self.router.network
         if network is None:
+            edge = self.router.edge
+            if edge is not None:  # an edge registers them on its interior instead
+                edge.link_routes.sync(self.router.fwd.now)
             return
         served = {rule.key for rule in self.table.rules if self.local_container(rule) is not None}
         for key in sorted(served - self.advertised):

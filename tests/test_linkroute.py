@@ -509,6 +509,47 @@ def test_a_client_on_an_edge_is_routed_through_its_interior(tmp_path: Path, worl
         assert set(broker.settled) == {ACCEPTED}
 
 
+def test_a_container_on_an_edge_is_reached_from_the_interior(tmp_path: Path, world: World) -> None:
+    """The edge registers its container's routes on its interior, as a qdrouterd edge does
+    (connection-scoped link routes): clients on the interior, which has no link routes
+    configured, reach the broker on the edge, until the broker leaves."""
+    interior = RouterProcess(
+        tmp_path, "A", listeners=[{}, {"role": "edge"}], extra_args=["--mode", "interior"]
+    )
+    edge = RouterProcess(
+        tmp_path,
+        "E1",
+        listeners=[{}, {"role": "route-container", "port": free_port()}],
+        sections={"linkRoutes": ROUTES},
+        extra_args=["--mode", "edge", "--connect", f"127.0.0.1:{interior.listeners[1]['port']}"],
+    )
+    with interior, edge, world:
+        world.run_until(lambda: "event=edge.uplink " in edge.log(), what="the edge's uplink")
+        broker = FakeBroker(world, edge.listener_url(1))
+        world.run_until(
+            lambda: edge.log().count("event=linkroute.proxy_created") == 2,
+            what="both routes registered on the interior",
+        )
+        client = world.connect(interior.url)
+        sender = client.sender("queue.from-interior", name="interior-in")
+        assert sender.attached and not sender.closed
+        assert broker.attaches == [("interior-in", "queue.from-interior", True)]
+        world.run_until(lambda: sender.credit > 0, what="the container's credit")
+        send_through(world, sender, broker, 10)
+        receiver = client.receiver("queue.to-interior", name="interior-out", credit=3)
+        broker.serve("queue.to-interior", 4)
+        world.run_until(lambda: len(receiver.messages) == 4, what="4 messages from the edge")
+
+        broker.conn.close()
+        world.run_until(
+            lambda: edge.log().count("event=linkroute.proxy_deleted") == 2,
+            what="both routes deleted on the interior",
+        )
+        later = client.sender("queue.from-interior", name="interior-later")
+        world.run_for(0.2)
+        assert later.attached and "interior-later" not in broker.by_name  # message-routed now
+
+
 def test_a_link_the_container_attaches_is_not_routed_back_to_it(
     router: RouterProcess, world: World
 ) -> None:

@@ -135,3 +135,23 @@ def test_the_agent_refuses_what_it_cannot_scope_or_does_not_write() -> None:
     # Without the engine's routes (a pure agent), the type cannot be written either.
     plain = ask(Agent("R", {}, lambda: []), "conn", create, ROUTE)
     assert plain.properties["statusCode"] == 501
+
+
+@pytest.mark.parametrize(
+    ("fields", "pattern"),
+    [
+        ({"prefix": "broker"}, "broker/#"),  # as a qdrouterd edge converts a prefix
+        ({"prefix": ""}, "#"),
+        ({"pattern": "a.*.b"}, "a.*.b"),
+    ],
+)
+def test_an_edge_asks_its_interior_for_the_pattern_dispatch_would(
+    fields: dict[str, Any], pattern: str
+) -> None:
+    from router.edgelinkroutes import proxy_pattern
+    from router.linkroutes import LinkRouteRule
+
+    rule = LinkRouteRule("in", container_id="broker", **fields)
+    assert proxy_pattern(rule) == pattern
+    # The interior keys the pattern as the edge keys its route: the same address rows.
+    assert LinkRouteRule("in", pattern=pattern, scoped=True).key == rule.key
