@@ -49,6 +49,8 @@ from router.nodes.transactions import TRANSACTIONAL_STATE, UNKNOWN_ID
 from router.pn import cbytes, copy_condition, data_get, data_put, lib, set_condition, text
 from router.scopedroutes import (
     BAD_REQUEST,
+    CREATORS,
+    FORBIDDEN,
     NO_CONTENT,
     NOT_FOUND,
     RequestError,
@@ -145,9 +147,10 @@ class LinkRouter:
     ) -> dict[str, Any]:
         """Management CREATE of a connection-scoped route, over `conn`: it serves links toward
         `conn` while `conn` lasts. Returns the new entity."""
-        if conn.role == "inter-router":
-            # Dispatch would scope it to the connection the request crossed last, a router's.
-            raise RequestError(BAD_REQUEST, "Can only create over the connection it serves")
+        if conn.role not in CREATORS:
+            raise RequestError(
+                FORBIDDEN, "Connection-scoped link routes are for edge and route-container peers"
+            )
         route = self.scoped.create(conn, name, attributes)
         self._sync(_scoped_rule(route))
         self.containers_changed()

@@ -9,7 +9,8 @@ connection only, is seen by that connection only (READ, QUERY), and lives as lon
 Without this, an interior answers the edge's CREATE with an error and links from elsewhere to
 the edge's broker find no route.
 
-This module holds the bookkeeping, free of the engine: which connection created which route,
+Only edge and route-container connections may create them (CREATORS). This module holds the
+bookkeeping, free of the engine: which connection created which route,
 and which connections serve a (direction, pattern). router/linkrouting.py puts the patterns in
 its link-route table, relays matching links to a serving connection and, in a network,
 advertises them as it advertises its containers' routes.
@@ -29,7 +30,11 @@ CONN_LINK_ROUTE = "org.apache.qpid.dispatch.router.connection.linkRoute"
 ATTRIBUTES = ("name", "identity", "type", "pattern", "direction", "containerId")
 MAX_PATTERN = 1000
 # Management status codes, as the AMQP management draft takes them from HTTP.
-CREATED, NO_CONTENT, BAD_REQUEST, NOT_FOUND = 201, 204, 400, 404
+CREATED, NO_CONTENT, BAD_REQUEST, FORBIDDEN, NOT_FOUND = 201, 204, 400, 403, 404
+# Who may create them: edges (for their containers) and containers themselves. Dispatch lets any
+# connection unless a policy says `allowDynamicLinkRoutes: false`; a client that could take any
+# pattern could take every new link in the network (`#`), so ours refuse other clients.
+CREATORS = frozenset({"edge", "route-container"})
 
 
 class RequestError(Exception):

@@ -341,12 +341,15 @@ CONN_LINK_ROUTE = "org.apache.qpid.dispatch.router.connection.linkRoute"
 def test_a_connection_scoped_route_serves_links_from_across_the_network(
     tmp_path: Path, world: World
 ) -> None:
-    """A peer on B creates link routes for its own connection through B's management, as a
-    qdrouterd edge registers its broker's routes on its interior; clients on A reach it, and
-    the routes go when it deletes them or its connection closes."""
+    """A container on B creates link routes for its own connection through B's management, as
+    a qdrouterd edge registers its broker's routes on its interior; clients on A reach it, and
+    the routes go when it deletes them or its connection closes. A plain client may not."""
     net = RouterNetwork(tmp_path, world, [("B", "A", 1)])
+    net["B"].listeners.append(
+        {"host": net["B"].host, "port": free_port(net["B"].host), "role": "route-container"}
+    )
     with net:
-        broker = FakeBroker(world, net.url("B"), container_id="edge-with-broker")
+        broker = FakeBroker(world, net["B"].listener_url(2), container_id="edge-with-broker")
         mgmt = Management(broker)
         created = {}
         for direction in ("in", "out"):
@@ -385,10 +388,15 @@ def test_a_connection_scoped_route_serves_links_from_across_the_network(
         on_a = {row["key"]: row for row in Management(client).query("router.address")}
         assert on_a["Cbroker"]["remoteHostRouters"] == on_a["Dbroker"]["remoteHostRouters"] == ["B"]
 
-        # Another connection neither sees nor deletes them.
+        # Another connection neither sees nor deletes them, and a client may not make any.
         other = Management(world.connect(net.url("B")))
         delete = {"operation": "DELETE", "type": CONN_LINK_ROUTE, "identity": created["in"]}
         assert other.request(delete).properties["statusCode"] == 404
+        refused = other.request(
+            {"operation": "CREATE", "type": CONN_LINK_ROUTE, "name": "mine"},
+            {"pattern": "#", "direction": "in"},
+        )
+        assert refused.properties["statusCode"] == 403
         assert mgmt.request(delete).properties["statusCode"] == 204
 
         def message_routed(address: str, receive: bool) -> bool:
