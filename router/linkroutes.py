@@ -26,8 +26,8 @@ LINK_LOST = "qd:routed-link-lost"
 class LinkRouteRule:
     """One link route. `direction` is seen from the client: "in" for links on which the client
     sends (into the router), "out" for links on which it receives. A `scoped` route names no
-    container: the connections that created it over management serve it
-    (router/scopedroutes.py)."""
+    container: the connections that created it over management (router/scopedroutes.py), or
+    the other routers that advertise it, serve it (router/linkrouting.py)."""
 
     direction: str
     prefix: str | None = None
