@@ -130,6 +130,9 @@ def parser(checked: bool = False) -> argparse.ArgumentParser:
     # (a .json name: JSON; else YAML) in errors: how a running router has a changed file or
     # ConfigMap validated (router/configchild.py).
     parser.add_argument("--config-stdin", metavar="NAME", help=argparse.SUPPRESS)
+    # Validate configs one after another, as sent on standard input, until SECONDS pass without
+    # one: the warm validator a running router keeps while its configuration changes.
+    parser.add_argument("--serve", type=float, metavar="SECONDS", help=argparse.SUPPRESS)
     return parser
 
 
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         return USAGE_ERROR
-    if args.check or args.config_stdin is not None:
+    if args.check or args.config_stdin is not None or args.serve is not None:
         from router.configcheck import main as check
 
         return check(argv)

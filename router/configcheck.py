@@ -10,9 +10,12 @@ tools that have pydantic loaded anyway.
 from __future__ import annotations
 
 import argparse
+import json
+import select
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -177,10 +180,33 @@ def in_process(overrides: Overrides) -> Validate:
     return validate
 
 
+def serve(overrides: Overrides, idle_seconds: float) -> int:
+    """`--serve`: answer requests, one JSON line each on standard input (router/configchild.py
+    WarmChild), until `idle_seconds` pass without one or the router goes."""
+    while select.select([sys.stdin], [], [], idle_seconds)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        request = json.loads(line)
+        try:
+            text = Path(request["path"]).read_text(encoding="utf-8")
+            config = effective_config(parse_config_text(text, request["source"]), overrides)
+            answer: dict[str, Any] = {"config": config.model_dump(mode="json")}
+        except ConfigError as err:
+            answer = {"error": str(err)}
+        except (OSError, UnicodeError) as err:
+            answer = {"error": f"cannot read the config to validate: {err}"}
+        Path(request["out"]).write_text(json.dumps(answer), encoding="utf-8")
+        print(flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Prints the effective configuration as JSON, or one line saying what is wrong (exit 2)."""
     try:
         args = parser(checked=True).parse_args(argv)
+        if args.serve is not None:
+            return serve(Overrides.from_args(args), args.serve)
         config = _effective_config(args)
     except (UsageError, ConfigError) as err:
         print(f"{PROG}: {err}", file=sys.stderr)

@@ -6,15 +6,25 @@ builds its records (router/configrecords.py), or one line saying what is wrong.
 A validation is started and its result taken later (`Pending`): the config file is followed
 from the router's loop (router/reconfigure.py FileSource), which must not wait ~0.3 s for an
 interpreter to start; the ConfigMap watch waits on its own thread.
+
+Changes come in bursts (an operator's edits, `routernet up` rewriting configs), and on a busy
+machine a child's start (~0.2 s of CPU: the interpreter, pydantic, the models) took over a
+second. So the child that validates a change stays for the next ones (`WarmChild`,
+`--serve`), answering each in milliseconds, and exits by itself after IDLE_SECONDS without
+one: a router holds it only while its configuration is changing, never when idle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from typing import IO, Protocol
 
@@ -24,6 +34,10 @@ from router.configviews import ConfigError
 # What a validation may take before it is given up (an interpreter start and pydantic's import
 # take ~0.3 s; a loaded machine, much more).
 TIMEOUT_SECONDS = 60.0
+# How long a warm child waits for another request; a router stops using it IDLE_MARGIN before,
+# so that it never sends a request to a child that is just leaving.
+IDLE_SECONDS = 30.0
+IDLE_MARGIN = 5.0
 
 
 class Pending(Protocol):
@@ -33,6 +47,11 @@ class Pending(Protocol):
 
     def result(self) -> RouterConfig:
         """Waits for it if need be; raises ConfigError with the one-line reason."""
+        ...
+
+    def exit_fd(self) -> int | None:
+        """A descriptor that turns readable once it is done, for a loop to wait on (until
+        `result`); None if there is none to wait on."""
         ...
 
 
@@ -49,6 +68,9 @@ class Ready:
 
     def done(self) -> bool:
         return True
+
+    def exit_fd(self) -> int | None:
+        return None
 
     def result(self) -> RouterConfig:
         if self.error is not None:
@@ -76,9 +98,17 @@ class ChildCheck:
                 stderr=self._err,
                 env=_child_environment(),
             )
+        # Readable once the child exits (Linux 5.3+): the router's loop wakes for the result
+        # at once instead of at its next housekeeping.
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(self._proc.pid)
 
     def done(self) -> bool:
         return self._proc.poll() is not None
+
+    def exit_fd(self) -> int | None:
+        return self._pidfd
 
     def result(self) -> RouterConfig:
         try:
@@ -89,6 +119,9 @@ class ChildCheck:
             raise ConfigError(f"validation took more than {TIMEOUT_SECONDS:.0f} s") from None
         finally:
             out, err = _read(self._out), _read(self._err)
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
         if code != 0:
             # The child's one line, "routernet-router: <reason>" (a crash's last line else).
             lines = err.strip().splitlines() or [f"the validator exited with status {code}"]
@@ -111,17 +144,144 @@ def _read(file: IO[bytes]) -> str:
         return file.read().decode(errors="replace")
 
 
+class WarmChild:
+    """`python -m router.configcheck <argv> --serve IDLE_SECONDS`: validates request after
+    request, one at a time. A request is a line `{"source", "path", "out"}` (the config's text
+    in the file `path`); the child writes its answer, `{"config": …}` or `{"error": …}`, to
+    the file `out` and then a line to its standard output, which is what a loop waits on."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "router.configcheck", *argv, "--serve", str(IDLE_SECONDS)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_child_environment(),
+        )
+        self.busy = False
+        self.used_at = time.monotonic()
+
+    def usable(self) -> bool:
+        return (
+            not self.busy
+            and self._proc.poll() is None
+            and time.monotonic() - self.used_at < IDLE_SECONDS - IDLE_MARGIN
+        )
+
+    def request(self, argv: list[str], text: str, source: str) -> WarmCheck:
+        self.busy = True
+        return WarmCheck(self, argv, text, source)
+
+    def send(self, line: bytes) -> bool:
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(line)
+            self._proc.stdin.flush()
+            return True
+        except OSError:  # it left (its idle time, or a crash): the request goes to a new child
+            return False
+
+    def answered(self, timeout: float) -> bool | None:
+        """Whether its line came within `timeout` (None: it exited without one)."""
+        out = self._proc.stdout
+        assert out is not None
+        if not select.select([out], [], [], timeout)[0]:
+            return False
+        return True if out.readline() else None
+
+    def fileno(self) -> int:
+        assert self._proc.stdout is not None
+        return self._proc.stdout.fileno()
+
+    def done_with(self) -> None:
+        self.busy = False
+        self.used_at = time.monotonic()
+
+    def abandon(self) -> None:
+        """A request it did not answer in time: its late answer must not pass for the next
+        one's, so it goes (and the next change starts a new child)."""
+        self._proc.kill()
+        self._proc.wait()
+        self.busy = False
+
+
+class WarmCheck:
+    """One request to a warm child; if the child is gone, a cold ChildCheck takes it over."""
+
+    def __init__(self, child: WarmChild, argv: list[str], text: str, source: str) -> None:
+        self._child = child
+        self._argv, self._text, self._source = argv, text, source
+        self._in = tempfile.NamedTemporaryFile(suffix=".config")  # noqa: SIM115
+        self._in.write(text.encode())
+        self._in.flush()
+        self._out = tempfile.NamedTemporaryFile(suffix=".json")  # noqa: SIM115
+        self._answered = False
+        self._cold: ChildCheck | None = None
+        line = {"source": source, "path": self._in.name, "out": self._out.name}
+        if not child.send(json.dumps(line).encode() + b"\n"):
+            self._fall_back()
+
+    def _fall_back(self) -> None:
+        self._child.done_with()
+        self._cold = ChildCheck([*self._argv, "--config-stdin", self._source], self._text)
+
+    def exit_fd(self) -> int | None:
+        return self._child.fileno() if self._cold is None else None
+
+    def done(self) -> bool:
+        if self._cold is not None:
+            return self._cold.done()
+        if not self._answered:
+            answered = self._child.answered(0)
+            if answered is None:
+                self._fall_back()
+                return False
+            self._answered = answered
+        return self._answered
+
+    def result(self) -> RouterConfig:
+        try:
+            if self._cold is None and not self._answered:
+                answered = self._child.answered(TIMEOUT_SECONDS)
+                if answered is None:
+                    self._fall_back()
+                elif not answered:
+                    self._child.abandon()
+                    raise ConfigError(f"validation took more than {TIMEOUT_SECONDS:.0f} s")
+            if self._cold is not None:
+                return self._cold.result()
+            self._child.done_with()
+            answer = json.loads(_read(self._out) or "{}")
+        finally:
+            self._in.close()
+            if not self._out.closed:
+                self._out.close()
+        if "config" not in answer:
+            raise ConfigError(str(answer.get("error", "the validator gave no answer")))
+        return RouterConfig.from_dict(answer["config"])
+
+
 class ChildValidator:
     """Validates with the router's own command line: ``argv`` as given to routernet-router,
-    the config's text (when given) replacing its --config file."""
+    the config's text (when given) replacing its --config file. Changes go to a warm child,
+    one at a time; one that comes while it is busy (the file and the ConfigMap at once) gets a
+    child of its own."""
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
+        self._warm: WarmChild | None = None
+        self._lock = threading.Lock()
 
     def start(self, text: str | None, source: str | None) -> Pending:
         if text is None or source is None:
             return ChildCheck(self.argv, None)
-        return ChildCheck([*self.argv, "--config-stdin", source], text)
+        with self._lock:
+            warm = self._warm
+            if warm is None or not (warm.usable() or warm.busy):
+                warm = self._warm = WarmChild(self.argv)
+            if warm.busy:
+                return ChildCheck([*self.argv, "--config-stdin", source], text)
+            return warm.request(self.argv, text, source)
 
     def __call__(self, text: str, source: str) -> Pending:
         return self.start(text, source)

@@ -37,6 +37,7 @@ router/configchild.py), so flags keep winning.
 from __future__ import annotations
 
 import os
+import selectors
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -308,11 +309,13 @@ class FileSource:
         # the running one, so a change made before the loop started is not missed.
         self.seen: tuple[str | None, str | None] | None = None if known is None else (known, None)
         self.pending: Pending | None = None
+        self.wake_fd: int | None = None  # watched by the loop while `pending` runs
 
     def start(self, router: Router) -> None:
         self.router = router
 
     def stop(self) -> None:
+        self._unwatch()
         self.router = None
 
     def poll(self, now: float) -> None:
@@ -357,13 +360,28 @@ class FileSource:
             empty = ConfigError(f"config file {str(self.path)!r} is empty")
             offer(router, "file", Ready(error=empty).result)
         else:
-            self.pending = self.validate(text, str(self.path))
+            pending = self.pending = self.validate(text, str(self.path))
+            self.wake_fd = pending.exit_fd()
+            if self.wake_fd is not None:
+                router.sel.register(self.wake_fd, selectors.EVENT_READ, ("wakeup-handler", self))
             self._take()
+
+    def on_wakeup(self) -> None:
+        """The validation may be done (engine.py: the selector's "wakeup-handler")."""
+        self._take()
+        if self.pending is not None and self.pending.exit_fd() is None:
+            self._unwatch()  # it went over to a child of its own: housekeeping looks
+
+    def _unwatch(self) -> None:
+        if self.wake_fd is not None and self.router is not None:
+            self.router.sel.unregister(self.wake_fd)
+        self.wake_fd = None
 
     def _take(self) -> None:
         pending, router = self.pending, self.router
         if pending is not None and router is not None and pending.done():
             self.pending = None
+            self._unwatch()
             offer(router, "file", pending.result)
 
 

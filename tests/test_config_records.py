@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,49 @@ def test_a_child_validates_with_the_command_line() -> None:
     text = "router: {id: FILE}\naddresses: [{prefix: a, distribution: nowhere}]\n"
     with pytest.raises(ConfigError, match=r"^addresses\[0\]\.distribution: 'nowhere' is invalid"):
         ChildValidator(["--id", "R7"])(text, "router.yaml").result()
+
+
+def test_changes_go_to_one_warm_child_that_answers_each() -> None:
+    """Changes come in bursts: the child that validated one stays for the next (a cold start
+    took over a second on a busy machine); good and bad ones alike, one after another."""
+    validator = ChildValidator(["--id", "R7"])
+    good = "router: {id: FILE}\naddresses: [{prefix: a, distribution: multicast}]\n"
+    bad = "router: {id: FILE}\naddresses: [{prefix: a, distribution: nowhere}]\n"
+    first = validator(good, "router.yaml")
+    assert first.exit_fd() is not None  # a loop can wait on it
+    assert first.result().addresses[0].distribution == "multicast"
+    warm = validator._warm
+    assert warm is not None
+    with pytest.raises(ConfigError, match=r"^addresses\[0\]\.distribution: 'nowhere'"):
+        validator(bad, "router.yaml").result()
+    started = time.monotonic()
+    again = validator(good.replace("multicast", "closest"), "router.yaml")
+    assert again.result().addresses[0].distribution == "closest"
+    assert time.monotonic() - started < 0.2  # no interpreter to start
+    assert validator._warm is warm and warm.usable()
+
+
+def test_a_warm_child_gone_is_replaced_by_a_cold_one_for_the_request() -> None:
+    validator = ChildValidator(["--id", "R7"])
+    validator("router: {id: FILE}\n", "router.yaml").result()
+    warm = validator._warm
+    assert warm is not None
+    warm._proc.kill()  # a crash, or its idle time just over
+    warm._proc.wait()
+    warm.used_at = time.monotonic()  # as if still within its time: the request is sent to it
+    check = validator("router: {id: FILE}\naddresses: [{prefix: b}]\n", "router.yaml")
+    assert [a.prefix for a in check.result().addresses] == ["b"]
+
+
+def test_a_warm_child_leaves_when_idle_or_when_the_router_goes() -> None:
+    argv = [sys.executable, "-m", "router.configcheck", "--id", "R7", "--serve"]
+    with subprocess.Popen([*argv, "0.2"], stdin=subprocess.PIPE) as idle:
+        try:
+            assert idle.wait(timeout=20) == 0  # its stdin still open: it left by itself
+        finally:
+            idle.kill()
+    gone = subprocess.run([*argv, "30"], input=b"", timeout=20, check=False)  # stdin closed
+    assert gone.returncode == 0
 
 
 def test_the_router_process_loads_no_pydantic_yaml_or_metrics_library() -> None:
