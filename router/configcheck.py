@@ -180,11 +180,18 @@ def in_process(overrides: Overrides) -> Validate:
     return validate
 
 
-def serve(overrides: Overrides, idle_seconds: float) -> int:
-    """`--serve`: answer requests, one JSON line each on standard input (router/configchild.py
-    WarmChild), until `idle_seconds` pass without one or the router goes."""
-    while select.select([sys.stdin], [], [], idle_seconds)[0]:
-        line = sys.stdin.readline()
+def serve(idle_seconds: float) -> int:
+    """`--serve`: the router's flags (a JSON list), then requests, one JSON line each on
+    standard input (router/configchild.py WarmChild), until `idle_seconds` pass without one
+    or the router goes."""
+    # Unbuffered: a buffered reader would read the next line ahead, out of select's sight.
+    stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+    flags = stdin.readline()
+    if not flags:
+        return 0
+    overrides = Overrides.from_args(parser(checked=True).parse_args(json.loads(flags)))
+    while select.select([stdin], [], [], idle_seconds)[0]:
+        line = stdin.readline()
         if not line:
             break
         request = json.loads(line)
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser(checked=True).parse_args(argv)
         if args.serve is not None:
-            return serve(Overrides.from_args(args), args.serve)
+            return serve(args.serve)
         config = _effective_config(args)
     except (UsageError, ConfigError) as err:
         print(f"{PROG}: {err}", file=sys.stderr)

@@ -145,14 +145,16 @@ def _read(file: IO[bytes]) -> str:
 
 
 class WarmChild:
-    """`python -m router.configcheck <argv> --serve IDLE_SECONDS`: validates request after
-    request, one at a time. A request is a line `{"source", "path", "out"}` (the config's text
-    in the file `path`); the child writes its answer, `{"config": …}` or `{"error": …}`, to
-    the file `out` and then a line to its standard output, which is what a loop waits on."""
+    """`python -m router.configcheck --serve IDLE_SECONDS`: validates request after request,
+    one at a time, with the router's flags, sent first as a JSON list (not on its command line,
+    which would pass for the router's own: `routernet` and tests find routers by theirs). A
+    request is a line `{"source", "path", "out"}` (the config's text in the file `path`); the
+    child writes its answer, `{"config": …}` or `{"error": …}`, to the file `out` and then a
+    line to its standard output, which is what a loop waits on."""
 
     def __init__(self, argv: list[str]) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "router.configcheck", *argv, "--serve", str(IDLE_SECONDS)],
+            [sys.executable, "-m", "router.configcheck", "--serve", str(IDLE_SECONDS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -160,6 +162,7 @@ class WarmChild:
         )
         self.busy = False
         self.used_at = time.monotonic()
+        self.send(json.dumps(argv).encode() + b"\n")
 
     def usable(self) -> bool:
         return (

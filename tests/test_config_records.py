@@ -148,14 +148,17 @@ def test_a_warm_child_gone_is_replaced_by_a_cold_one_for_the_request() -> None:
 
 
 def test_a_warm_child_leaves_when_idle_or_when_the_router_goes() -> None:
-    argv = [sys.executable, "-m", "router.configcheck", "--id", "R7", "--serve"]
+    argv = [sys.executable, "-m", "router.configcheck", "--serve"]
     with subprocess.Popen([*argv, "0.2"], stdin=subprocess.PIPE) as idle:
         try:
+            assert idle.stdin is not None
+            idle.stdin.write(b'["--id", "R7"]\n')
+            idle.stdin.flush()
             assert idle.wait(timeout=20) == 0  # its stdin still open: it left by itself
         finally:
             idle.kill()
-    gone = subprocess.run([*argv, "30"], input=b"", timeout=20, check=False)  # stdin closed
-    assert gone.returncode == 0
+    gone = subprocess.run([*argv, "30"], input=b'["--id", "R7"]\n', timeout=20, check=False)
+    assert gone.returncode == 0  # its stdin closed: the router went
 
 
 def test_the_router_process_loads_no_pydantic_yaml_or_metrics_library() -> None:
