@@ -144,6 +144,11 @@ def _read(file: IO[bytes]) -> str:
         return file.read().decode(errors="replace")
 
 
+def cold_check(argv: list[str], text: str, source: str) -> ChildCheck:
+    """A child of its own for one config's text, `source` naming it in errors."""
+    return ChildCheck([*argv, "--config-stdin", source], text)
+
+
 class WarmChild:
     """`python -m router.configcheck --serve IDLE_SECONDS`: validates request after request,
     one at a time, with the router's flags, sent first as a JSON list (not on its command line,
@@ -226,7 +231,7 @@ class WarmCheck:
 
     def _fall_back(self) -> None:
         self._child.done_with()
-        self._cold = ChildCheck([*self._argv, "--config-stdin", self._source], self._text)
+        self._cold = cold_check(self._argv, self._text, self._source)
 
     def exit_fd(self) -> int | None:
         return self._child.fileno() if self._cold is None else None
@@ -283,7 +288,7 @@ class ChildValidator:
             if warm is None or not (warm.usable() or warm.busy):
                 warm = self._warm = WarmChild(self.argv)
             if warm.busy:
-                return ChildCheck([*self.argv, "--config-stdin", source], text)
+                return cold_check(self.argv, text, source)
             return warm.request(self.argv, text, source)
 
     def __call__(self, text: str, source: str) -> Pending:

@@ -81,8 +81,8 @@ class LinkRouteProxies:
         linkrouter = router.linkrouter
         wanted = {
             rule.key: rule
-            for rule in linkrouter.table.rules
-            if not rule.scoped and linkrouter.local_container(rule) is not None
+            for rule in linkrouter.table.configured
+            if linkrouter.local_container(rule) is not None
         }
         busy = {key for _, key, _ in self.pending.values()}
         busy |= {key for key, at in self.retry_at.items() if at > now}

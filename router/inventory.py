@@ -77,7 +77,7 @@ def router_row(router: Router) -> dict[str, Any]:
         "uptimeSeconds": int(time.time() - router.started),
         "memoryUsage": memory_usage(),
         "area": "0",
-        "linkRouteCount": sum(not r.scoped for r in router.linkrouter.table.rules),
+        "linkRouteCount": len(router.linkrouter.table.configured),
         "autoLinkCount": 0,
         "linkCount": len(router.links),
         "nodeCount": len(router.network.routes.cost) if router.network is not None else 0,
@@ -241,8 +241,7 @@ def link_route_rows(router: Router) -> list[dict[str, Any]]:
     the route's container is connected here."""
     rows = []
     linkrouter = router.linkrouter
-    configured = [rule for rule in linkrouter.table.rules if not rule.scoped]
-    for index, rule in enumerate(configured):
+    for index, rule in enumerate(linkrouter.table.configured):
         name = f"linkRoute/{index}"
         rows.append(
             {

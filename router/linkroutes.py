@@ -110,6 +110,11 @@ class LinkRouteTable:
     def rules(self) -> tuple[LinkRouteRule, ...]:
         return tuple(self._rules.values())
 
+    @property
+    def configured(self) -> tuple[LinkRouteRule, ...]:
+        """The configuration's routes (`linkRoutes`), without the scoped and learned ones."""
+        return tuple(rule for rule in self._rules.values() if not rule.scoped)
+
     def get(self, direction: str, tokens: tuple[str, ...]) -> LinkRouteRule | None:
         return self._rules.get((direction, tokens))
 
