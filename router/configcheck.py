@@ -15,7 +15,6 @@ import select
 import socket
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -196,15 +195,13 @@ def serve(idle_seconds: float) -> int:
             break
         request = json.loads(line)
         try:
-            text = Path(request["path"]).read_text(encoding="utf-8")
-            config = effective_config(parse_config_text(text, request["source"]), overrides)
+            config = effective_config(
+                parse_config_text(request["text"], request["source"]), overrides
+            )
             answer: dict[str, Any] = {"config": config.model_dump(mode="json")}
         except ConfigError as err:
             answer = {"error": str(err)}
-        except (OSError, UnicodeError) as err:
-            answer = {"error": f"cannot read the config to validate: {err}"}
-        Path(request["out"]).write_text(json.dumps(answer), encoding="utf-8")
-        print(flush=True)
+        print(json.dumps(answer), flush=True)
     return 0
 
 

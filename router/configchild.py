@@ -12,6 +12,11 @@ machine a child's start (~0.2 s of CPU: the interpreter, pydantic, the models) t
 second. So the child that validates a change stays for the next ones (`WarmChild`,
 `--serve`), answering each in milliseconds, and exits by itself after IDLE_SECONDS without
 one: a router holds it only while its configuration is changing, never when idle.
+
+No file is ever made for this: a router pod runs with a read-only root file system and no
+writable /tmp (render.py), and a `tempfile` there crashed every router at start. A one-shot
+child's input and output are memory files (memfd) and a warm child's requests and answers go
+over its pipes.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import os
 import select
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -79,15 +83,21 @@ class Ready:
         return self.config
 
 
+def _memory_file(name: str) -> IO[bytes]:
+    """A file with no name in any file system (memfd): what a child may read or write as a
+    file, even where no directory is writable."""
+    return open(os.memfd_create(name), "w+b")
+
+
 class ChildCheck:
-    """One child validating; its output goes to files, not pipes, so a large configuration
-    never blocks it while nobody reads."""
+    """One child validating; its output goes to memory files, not pipes, so a large
+    configuration never blocks it while nobody reads."""
 
     def __init__(self, argv: list[str], text: str | None) -> None:
         # Closed by result(), which every validation started is given to.
-        self._out: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
-        self._err: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
-        with tempfile.TemporaryFile() as stdin:
+        self._out = _memory_file("routernet-config-out")
+        self._err = _memory_file("routernet-config-err")
+        with _memory_file("routernet-config-in") as stdin:
             if text is not None:
                 stdin.write(text.encode())
                 stdin.seek(0)
@@ -153,9 +163,10 @@ class WarmChild:
     """`python -m router.configcheck --serve IDLE_SECONDS`: validates request after request,
     one at a time, with the router's flags, sent first as a JSON list (not on its command line,
     which would pass for the router's own: `routernet` and tests find routers by theirs). A
-    request is a line `{"source", "path", "out"}` (the config's text in the file `path`); the
-    child writes its answer, `{"config": …}` or `{"error": …}`, to the file `out` and then a
-    line to its standard output, which is what a loop waits on."""
+    request is a line `{"source", "text"}` on its standard input; its answer, `{"config": …}`
+    or `{"error": …}`, a line on its standard output, which is what a loop waits on. Neither
+    blocks for long: the child reads while it waits for requests, and writes its answer whole
+    while the router, woken by its first bytes, reads to the end of the line."""
 
     def __init__(self, argv: list[str]) -> None:
         self._proc = subprocess.Popen(
@@ -189,13 +200,14 @@ class WarmChild:
         except OSError:  # it left (its idle time, or a crash): the request goes to a new child
             return False
 
-    def answered(self, timeout: float) -> bool | None:
-        """Whether its line came within `timeout` (None: it exited without one)."""
+    def answer(self, timeout: float) -> bytes | None:
+        """Its answer line if it came within `timeout`: b"" when it did not, None when the
+        child exited without one."""
         out = self._proc.stdout
         assert out is not None
         if not select.select([out], [], [], timeout)[0]:
-            return False
-        return True if out.readline() else None
+            return b""
+        return out.readline() or None
 
     def fileno(self) -> int:
         assert self._proc.stdout is not None
@@ -219,13 +231,9 @@ class WarmCheck:
     def __init__(self, child: WarmChild, argv: list[str], text: str, source: str) -> None:
         self._child = child
         self._argv, self._text, self._source = argv, text, source
-        self._in = tempfile.NamedTemporaryFile(suffix=".config")  # noqa: SIM115
-        self._in.write(text.encode())
-        self._in.flush()
-        self._out = tempfile.NamedTemporaryFile(suffix=".json")  # noqa: SIM115
-        self._answered = False
+        self._answer = b""
         self._cold: ChildCheck | None = None
-        line = {"source": source, "path": self._in.name, "out": self._out.name}
+        line = {"source": source, "text": text}
         if not child.send(json.dumps(line).encode() + b"\n"):
             self._fall_back()
 
@@ -239,31 +247,31 @@ class WarmCheck:
     def done(self) -> bool:
         if self._cold is not None:
             return self._cold.done()
-        if not self._answered:
-            answered = self._child.answered(0)
-            if answered is None:
+        if not self._answer:
+            line = self._child.answer(0)
+            if line is None:
                 self._fall_back()
                 return False
-            self._answered = answered
-        return self._answered
+            self._answer = line
+        return bool(self._answer)
 
     def result(self) -> RouterConfig:
+        if self._cold is None and not self._answer:
+            line = self._child.answer(TIMEOUT_SECONDS)
+            if line is None:
+                self._fall_back()
+            elif not line:
+                self._child.abandon()
+                raise ConfigError(f"validation took more than {TIMEOUT_SECONDS:.0f} s")
+            else:
+                self._answer = line
+        if self._cold is not None:
+            return self._cold.result()
+        self._child.done_with()
         try:
-            if self._cold is None and not self._answered:
-                answered = self._child.answered(TIMEOUT_SECONDS)
-                if answered is None:
-                    self._fall_back()
-                elif not answered:
-                    self._child.abandon()
-                    raise ConfigError(f"validation took more than {TIMEOUT_SECONDS:.0f} s")
-            if self._cold is not None:
-                return self._cold.result()
-            self._child.done_with()
-            answer = json.loads(_read(self._out) or "{}")
-        finally:
-            self._in.close()
-            if not self._out.closed:
-                self._out.close()
+            answer = json.loads(self._answer)
+        except ValueError:
+            answer = {}
         if "config" not in answer:
             raise ConfigError(str(answer.get("error", "the validator gave no answer")))
         return RouterConfig.from_dict(answer["config"])

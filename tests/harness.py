@@ -92,6 +92,8 @@ class RouterProcess:
         self.extra_args = extra_args or []
         # More environment for the process (ROUTERNET_PURE=1 runs the router's plain source).
         self.env: dict[str, str] = {}
+        # A command the router runs under (it ends with the router's command line).
+        self.command_prefix: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -114,6 +116,7 @@ class RouterProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
             [
+                *self.command_prefix,
                 sys.executable,
                 "-m",
                 "router",

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -638,6 +639,68 @@ def test_invalid_edit_keeps_the_running_config(tmp_path: Path, world: World) -> 
         assert distribution(mgmt, "M0news") == "balanced"
         assert router.alive()
         assert "config.applied" not in router.log()
+
+
+READ_ONLY_ROOT = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    # As in a pod (render.py): the root file system read-only, nothing writable at /tmp or
+    # /var/tmp (whatever file system holds them) nor in the working directory. The test still
+    # writes the config from outside.
+    "for d in /tmp /var/tmp; do mount --bind $d $d && mount -o remount,bind,ro $d || exit 1;"
+    ' done && mount -o remount,bind,ro / && cd / && exec "$@"',
+    "read-only-root",
+]
+
+
+UNWRITABLE = "for f in /x /tmp/x /var/tmp/x; do ! touch $f || exit 1; done"
+
+
+def read_only_root() -> list[str]:
+    """READ_ONLY_ROOT, or a skip that says why it cannot be had here."""
+    probe = subprocess.run(
+        [*READ_ONLY_ROOT, "sh", "-c", UNWRITABLE],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no private read-only mount namespace here: {probe.stderr.strip()}")
+    return READ_ONLY_ROOT
+
+
+@pytest.mark.network
+def test_a_router_on_a_read_only_root_starts_and_applies_changes(
+    tmp_path: Path, world: World
+) -> None:
+    """A router pod's file system (read-only root, no writable /tmp): every router once
+    crash-looped there, its config validator asking for a temporary file."""
+    router = RouterProcess(tmp_path, "R1", addresses=[{"prefix": "news"}])
+    router.command_prefix = read_only_root()
+    with router, world:
+        client = world.connect(router.url)
+        mgmt = Management(client)
+        one, two = client.receiver("news", name="one"), client.receiver("news", name="two")
+        router.config["addresses"] = [{"prefix": "news", "distribution": "multicast"}]
+        rewrite(router)
+        router.wait_log(r".*event=config\.applied source=file .*", APPLY_TIMEOUT)
+        assert distribution(mgmt, "M0news") == "multicast"
+        sender = client.sender("news")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        sender.send(Message(body="to both"))
+        world.run_until(
+            lambda: one.bodies == ["to both"] and two.bodies == ["to both"], what="both copies"
+        )
+        router.config["addresses"] = [{"prefix": "news", "distribution": "sideways"}]
+        rewrite(router)
+        line = router.wait_log(r".*event=config\.invalid .*", APPLY_TIMEOUT)
+        assert "addresses[0].distribution: 'sideways' is invalid" in line
+        assert router.alive()
 
 
 @pytest.mark.network
