@@ -170,7 +170,7 @@ def test_the_reconciler_applies_it_once_per_network_and_not_again_unchanged() ->
 
 
 def test_a_failed_apply_is_a_transient_failure_routers_still_applied() -> None:
-    from router_operator.kube import ApiError
+    from router_operator.api import ApiError
 
     fail: dict[str, Any] = {
         "Deployment/routernet-collector-default": ApiError(503, "ServiceUnavailable", "later")

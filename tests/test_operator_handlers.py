@@ -33,9 +33,10 @@ import kopf
 import pytest
 from harness import write_kubeconfig
 from router_operator import adapter, handlers
+from router_operator.api import ApiError, resource_path
 from router_operator.cli import main as cli_main
 from router_operator.cli import parse_args
-from router_operator.kube import ApiError, KubeClient, resource_path
+from router_operator.kube import KubeClient
 from router_operator.models import (
     API_VERSION,
     CATEGORY,

@@ -20,8 +20,8 @@ from crd_semantics import api_server_failures, prune
 from harness import write_kubeconfig
 from router_operator import adapter
 from router_operator import render_autoscaler as render_autoscaler_module
+from router_operator.api import ApiError
 from router_operator.autoscaling import AutoscalingSpec
-from router_operator.kube import ApiError
 from router_operator.models import API_VERSION, READY, Router
 from router_operator.planner import RouterDecl, RouterPlan, plan_namespace
 from router_operator.reconciler import (

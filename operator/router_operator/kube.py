@@ -1,11 +1,11 @@
-"""The Kubernetes API as the reconciler needs it: apply, get, patch status or scale, delete;
-on any kind, with plain dicts.
+"""The client of the Kubernetes API (api.py's :class:`~router_operator.api.Api`): apply, get,
+patch status or scale, delete; on any kind, with plain dicts.
 
 Why not the generated client's typed APIs: the renderer already produces plain manifests for six
 kinds (more to come, e.g. a Role for config-sync), and status goes to a custom resource's
 subresource; one small generic layer over ``kubernetes.client.ApiClient`` (which keeps doing the
 authentication: kubeconfig, exec plugins, in-cluster token refresh) serves them all, and its
-``Api`` protocol lets the reconciler be tested against a fake or the kmock emulator alike.
+``Api`` protocol (api.py) lets the reconciler be tested against a fake or the kmock emulator alike.
 
 Children are written with server-side apply (field manager ``routernet-operator``, forced): the
 operator owns every field it renders, a field it stops rendering is removed, and fields set by
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import kopf
 import kubernetes.client
@@ -29,100 +29,10 @@ import kubernetes.config
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from router_operator import models
+from router_operator.api import ApiError, resource_path
 
 FIELD_MANAGER = "routernet-operator"
 DEFAULT_TIMEOUT_SECONDS = 30.0
-
-PLURALS: dict[tuple[str, str], str] = {
-    ("v1", "ConfigMap"): "configmaps",
-    ("v1", "Service"): "services",
-    ("v1", "ServiceAccount"): "serviceaccounts",
-    ("v1", "Secret"): "secrets",
-    ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
-    ("apps/v1", "StatefulSet"): "statefulsets",
-    ("apps/v1", "Deployment"): "deployments",
-    ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
-    ("rbac.authorization.k8s.io/v1", "Role"): "roles",
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): "horizontalpodautoscalers",
-    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
-    **{(models.API_VERSION, kind.kind_name): kind.plural for kind in models.KINDS},
-}
-"""Every kind the operator reads or writes. A table rather than API discovery: discovery costs
-requests and a cache, and the set of kinds is fixed by the code that renders them."""
-
-
-class ApiError(Exception):
-    """A failed API request, with what a status condition needs to explain it."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying as is: connection failures (status 0), conflicts, throttling and
-        server errors. Anything else (422 invalid, 403 forbidden, ...) needs a change first."""
-        return self.status == 0 or self.status in (409, 429) or self.status >= 500
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-
-class Api(Protocol):
-    """What the reconciler does to the cluster; nothing else."""
-
-    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply of a whole object; returns the object as stored."""
-        ...
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
-        ...
-
-    def patch_status(
-        self, api_version: str, kind: str, namespace: str, name: str, status: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """A JSON merge patch of ``status`` through the status subresource."""
-        ...
-
-    def patch_scale(
-        self, api_version: str, kind: str, namespace: str, name: str, replicas: int
-    ) -> dict[str, Any]:
-        """Sets the replicas through the scale subresource, as an HPA does."""
-        ...
-
-    def delete(
-        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
-    ) -> bool:
-        """Deletes the object, only if its uid is still ``uid`` when given (else 409); False
-        when it does not exist."""
-        ...
-
-
-def resource_path(
-    api_version: str,
-    kind: str,
-    namespace: str | None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> str:
-    """The REST path of a namespaced collection, object or subresource."""
-    try:
-        plural = PLURALS[(api_version, kind)]
-    except KeyError:
-        raise ValueError(f"unknown kind {kind} in {api_version}: add it to kube.PLURALS") from None
-    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    path = f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
-    if name:
-        path += f"/{name}"
-        if subresource:
-            path += f"/{subresource}"
-    return path
 
 
 def load_configuration(context: str | None = None) -> kubernetes.client.Configuration:

@@ -8,7 +8,7 @@ another changes both, and a namespace holds few enough objects to plan in micros
 The work is split in two:
 
 - :func:`reconcile_namespace` and :func:`refresh_router_statuses` are synchronous and take the
-  listed objects (a :class:`Snapshot`) and an :class:`~router_operator.kube.Api`: testable with a
+  listed objects (a :class:`Snapshot`) and an :class:`~router_operator.api.Api`: testable with a
   fake client, run in a worker thread so that kopf's event loop never waits on the network.
 - :class:`Reconciler` coordinates them for kopf's handlers: one reconcile of a namespace at a time
   (an older plan must never be applied after a newer one), requests coalesced (a hundred Addresses
@@ -46,9 +46,9 @@ from prometheus_client.core import CounterMetricFamily, Metric, SummaryMetricFam
 from router.config import Address as RouterAddress
 from router_operator import adapter
 from router_operator.adapter import Application, Parsed, RouterOutcome
+from router_operator.api import Api, ApiError
 from router_operator.autoscaling import AutoscalingSpec
 from router_operator.handoff import HandOff, hand_off
-from router_operator.kube import Api, ApiError
 from router_operator.mesh import PodReport, mesh_verdicts
 from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import (

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from router_operator import adapter, predict
+from router_operator.api import Api, ApiError
 from router_operator.autoscaling import AutoscalingStatus
 from router_operator.hpa import Autoscaler, Decision
-from router_operator.kube import Api, ApiError
 from router_operator.load import BadMetrics, LoadTracker, Reading, parse
 from router_operator.models import API_VERSION, METRICS_PORT, Router, RouterStatus
 from router_operator.planner import pod_host, pod_name
