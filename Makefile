@@ -56,7 +56,7 @@ run: $(STAMP) $(NATIVE)
 test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
 	$(BIN)/mypy router
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q -rs
 
 bench: $(STAMP) $(NATIVE)
 	$(BIN)/python -m bench

@@ -220,6 +220,104 @@ def _json_path(parts: Any) -> str:
     return out
 
 
+# --- what the API server's CEL cost estimate needs --------------------------------------------
+
+# A reference in a rule: self, oldSelf or a macro's variable, then fields and indexes (a name
+# followed by "(" is a method or macro, not a field).
+_CHAIN = r"\b(self|oldSelf|[a-z]\w*)((?:\.\w+(?!\w*\()|\[\w+\])*)"
+_REFERENCE = re.compile(_CHAIN)
+_MACRO = re.compile(_CHAIN + r"\.(?:all|exists|exists_one|map|filter)\(\s*(\w+)\s*,")
+_HAS = re.compile(r"\bhas\(\s*([^()]*?)\s*\)")
+_STEP = re.compile(r"\.(\w+)|\[(\w+)\]")
+
+Trail = list[tuple[str, dict[str, Any]]]
+"""The schema nodes a reference passes through, with their paths, the last where it ends."""
+
+
+def _unbounded(node: dict[str, Any]) -> str | None:
+    """The bound a node lacks for the estimate, if it has a size."""
+    kind = node.get("type")
+    if kind == "array" and "maxItems" not in node:
+        return "maxItems"
+    is_map = kind == "object" and isinstance(node.get("additionalProperties"), dict)
+    if is_map and "maxProperties" not in node:
+        return "maxProperties"
+    if kind == "string" and "maxLength" not in node and "enum" not in node:
+        return "maxLength"
+    return None
+
+
+def _inner(node: dict[str, Any], field: str | None) -> dict[str, Any] | None:
+    """A field of an object, else an item of an array or a value of a map."""
+    if field is not None and field in node.get("properties", {}):
+        return node["properties"][field]
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            return node[key]
+    return None
+
+
+def _follow(trail: Trail, steps: str) -> Trail:
+    """``trail`` extended by the steps of a reference, as far as the schema goes."""
+    trail = list(trail)
+    for field, index in _STEP.findall(steps):
+        at, node = trail[-1]
+        inner = _inner(node, field or None)
+        if inner is None:
+            break
+        trail.append((f"{at}.{field}" if field else f"{at}[{index}]", inner))
+    return trail
+
+
+def unbounded_reads(schema: dict[str, Any]) -> list[str]:
+    """Where the API server's cost estimate of a CEL rule has no bound to go by: a list, map or
+    string that a rule reads, or that holds a node with rules (each element multiplies them),
+    without maxItems, maxProperties or maxLength. The estimate then assumes the largest
+    request the server takes, and a CRD that passes every other check is refused ("estimated
+    rule cost exceeds budget"). A value compared or used whole counts with everything in it,
+    one a macro iterates for its size, one only tested with has() for the path to it."""
+    found: set[str] = set()
+
+    def need(trail: Trail, whole: bool = False) -> None:
+        nodes = schema_nodes(trail[-1][1], trail[-1][0]) if whole else iter(())
+        for at, node in [*trail, *nodes]:
+            missing = _unbounded(node)
+            if missing:
+                found.add(f"{at}: no {missing}")
+
+    def check(rule: str, trail: Trail) -> None:
+        scopes = {"self": trail, "oldSelf": trail}
+        for name, steps, var in _MACRO.findall(rule):
+            if name in scopes:
+                iterated = _follow(scopes[name], steps)
+                need(iterated)
+                item = _inner(iterated[-1][1], None)
+                if item is not None:
+                    scopes[var] = [*iterated, (f"{iterated[-1][0]}[*]", item)]
+        for chain in _HAS.findall(rule):
+            reference = _REFERENCE.match(chain)
+            if reference and reference.group(1) in scopes:
+                need(_follow(scopes[reference.group(1)], reference.group(2))[:-1])
+        rest = _MACRO.sub("true.all(_,", _HAS.sub("true", rule))
+        for name, steps in _REFERENCE.findall(rest):
+            if name in scopes:
+                need(_follow(scopes[name], steps), whole=True)
+
+    def visit(node: dict[str, Any], path: str, ancestors: Trail) -> None:
+        for entry in node.get("x-kubernetes-validations", []):
+            need(ancestors)
+            check(entry["rule"], [(path, node)])
+        here = [*ancestors, (path, node)]
+        for name, sub in node.get("properties", {}).items():
+            visit(sub, f"{path}.{name}", here)
+        for key, mark in (("items", "[*]"), ("additionalProperties", ".*")):
+            if isinstance(node.get(key), dict):
+                visit(node[key], f"{path}{mark}", here)
+
+    visit(schema, "", [])
+    return sorted(found)
+
+
 # --- the schema's nodes, defaults and least values -------------------------------------------
 
 

@@ -28,6 +28,7 @@ from crd_semantics import (
     rule_nodes_reached,
     schema_nodes,
     structural_problems,
+    unbounded_reads,
 )
 from router_operator.models import KINDS, Address, LinkRoute, Router
 
@@ -75,6 +76,52 @@ def test_defaults_reach_the_rules_they_must_satisfy() -> None:
     assert ("Router", ".spec", ".spec") in reached
     assert ("Router", ".spec.listeners", ".spec.listeners[*]") in reached
     assert ("Address", ".spec.undeliverable", ".spec.undeliverable") in reached
+
+
+# --- the API server's estimate of what the rules cost -------------------------------------------
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_list_map_and_string_a_rule_reads_is_bounded(path: Path) -> None:
+    """The API server refuses a CRD whose rules it estimates over budget, and estimates with
+    the largest size a schema allows: without maxItems, maxProperties or maxLength, that of
+    the largest request. tests/test_kube_api.py applies the CRDs to a real API server when one
+    is at hand; this is what guards them where none is."""
+    assert unbounded_reads(openapi(path)) == []
+
+
+def test_the_bound_check_finds_what_the_api_server_refused() -> None:
+    """The Gateway CRD as a real API server refused it ("estimated rule cost exceeds budget by
+    factor of 45.3x"): a rule over a list's items reads every value of a map without
+    maxProperties; and a rule comparing strings without maxLength."""
+    match = {
+        "type": "object",
+        "properties": {"exact": {"type": "string", "maxLength": 10}},
+    }
+    rules = {
+        "type": "array",
+        "maxItems": 64,
+        "items": {
+            "type": "object",
+            "properties": {
+                "props": {"type": "object", "additionalProperties": match},
+                "name": {"type": "string"},
+            },
+        },
+        "x-kubernetes-validations": [
+            {"rule": "self.all(r, r.props.all(k, has(r.props[k].exact)))"},
+            {"rule": "self.all(r, has(r.name))"},
+        ],
+    }
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {}}}}
+    schema["properties"]["spec"]["properties"]["rules"] = rules
+    assert unbounded_reads(schema) == [".spec.rules[*].props: no maxProperties"]
+    rules["items"]["properties"]["props"]["maxProperties"] = 16
+    assert unbounded_reads(schema) == []
+    rules["x-kubernetes-validations"].append({"rule": "self.all(r, r.name != 'x')"})
+    assert unbounded_reads(schema) == [".spec.rules[*].name: no maxLength"]
+    del rules["maxItems"]
+    assert ".spec.rules: no maxItems" in unbounded_reads(schema)
 
 
 # --- the least values and the minimal objects ---------------------------------------------------

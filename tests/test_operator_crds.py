@@ -452,6 +452,11 @@ VALID: list[tuple[type[Any], dict[str, Any]]] = [
                 "rules": [
                     GATEWAY_RULE,
                     {"container": "hq", "applicationProperties": {"k": {"pattern": "a.#"}}},
+                    {
+                        "container": "c" * 1000,
+                        "node": {"exact": "n" * 1000},
+                        "applicationProperties": {f"k{i}": {"exact": "v"} for i in range(16)},
+                    },
                 ],
                 "defaultContainer": "hq",
                 "export": [{"prefix": "branch-"}, {"exact": "hq"}],
@@ -678,6 +683,23 @@ INVALID: list[tuple[type[Any], dict[str, Any], str | None]] = [
         "every containers[].connector must name one of connectors",
     ),
     (Gateway, gateway({"defaultContainer": "a b"}), None),
+    # Bounds the API server's CEL cost estimate needs (router/gateway/config.py).
+    (
+        Gateway,
+        gateway(
+            {
+                "rules": [
+                    {
+                        "container": "c",
+                        "applicationProperties": {f"k{i}": {"exact": "v"} for i in range(17)},
+                    }
+                ]
+            }
+        ),
+        None,
+    ),
+    (Gateway, gateway({"rules": [{"container": "c", "node": {"prefix": "n" * 1001}}]}), None),
+    (Gateway, gateway({"containers": [{"container": "c" * 1001, "connector": "x"}]}), None),
     (Gateway, gateway({"listener": {"router": "Hub"}}), None),
     (Gateway, gateway({"connectors": [{**GATEWAY_CONNECTOR, "port": 0}]}), None),
     (Gateway, gateway({"listener": {"router": "hub", "tls": {"caSecret": "gw-ca"}}}), None),

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from router.gateway.config import ContainerRoute, GatewayRule, Match
+from router.gateway.config import MAX_VALUE_LENGTH, ContainerRoute, GatewayRule, Match
 from router.gateway.config import Gateway as RouterGateway
 from router_operator.mounts import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE, SecretMount
 from router_operator.spec import Rule, SecretName, StrictSpec
@@ -250,7 +250,7 @@ class GatewayRouting(BaseModel):
     defaultContainer: str | None = Field(
         default=None,
         pattern=r"^[^\s()]+$",
-        max_length=1000,
+        max_length=MAX_VALUE_LENGTH,
         description="For ()/node when no rule matches; absent: the message is released.",
     )
     export: Annotated[list[Match], _checked((_EXPORT_RULE,))] = Field(

@@ -27,6 +27,14 @@ from pydantic import Field, field_validator, model_validator
 from router.configbase import Strict, check_pattern
 from router.configviews import MatchView
 
+MAX_VALUE_LENGTH = 1000
+"""The longest container id, connector name or value to match: far beyond any real one. Bounded
+so that the Gateway resource's CEL rules, which read these, fit the Kubernetes API server's
+cost estimate (its budget assumes the longest strings a schema allows)."""
+MAX_PROPERTY_CONDITIONS = 16
+"""Conditions on application properties in one rule: more than a routing rule needs, and a bound
+the API server's cost estimate needs as well (a rule reads every one)."""
+
 
 def _check_container(value: str) -> str:
     """A container must be addressable as ``(container)/node``: a parenthesis would end the
@@ -41,13 +49,17 @@ def _check_container(value: str) -> str:
 class Match(Strict, MatchView):
     """A condition on one string: exactly one of exact, prefix or pattern."""
 
-    exact: str | None = Field(default=None, description="The whole value, as is.")
+    exact: str | None = Field(
+        default=None, max_length=MAX_VALUE_LENGTH, description="The whole value, as is."
+    )
     prefix: str | None = Field(
         default=None,
+        max_length=MAX_VALUE_LENGTH,
         description="The value starts with this text (a plain string prefix, not whole tokens).",
     )
     pattern: str | None = Field(
         default=None,
+        max_length=MAX_VALUE_LENGTH,
         description="Tokens split by '.' or '/'; '*' matches one token, '#' zero or more.",
     )
 
@@ -72,7 +84,9 @@ class GatewayRule(Strict):
     """Messages (and links) for ``()/node`` whose facts meet every condition given go to
     ``container``."""
 
-    container: str = Field(description="The container the message or link goes to.")
+    container: str = Field(
+        max_length=MAX_VALUE_LENGTH, description="The container the message or link goes to."
+    )
     node: Match | None = Field(default=None, description="The node path after '()/'.")
     subject: Match | None = Field(default=None, description="The message's subject.")
     groupId: Match | None = Field(default=None, description="The message's group-id.")
@@ -82,6 +96,7 @@ class GatewayRule(Strict):
     )
     applicationProperties: dict[str, Match] = Field(
         default_factory=dict,
+        max_length=MAX_PROPERTY_CONDITIONS,
         description=(
             "Application properties by key (for links, the attach's link properties): strings"
             " as they are, integers in decimal, booleans as true/false; other types never match."
@@ -105,8 +120,11 @@ class GatewayRule(Strict):
 class ContainerRoute(Strict):
     """The seed's simple case: a container reached through a gateway connector by hand."""
 
-    container: str = Field(description="The container id.")
-    connector: str = Field(description="The name of a connectors[] entry with role gateway.")
+    container: str = Field(max_length=MAX_VALUE_LENGTH, description="The container id.")
+    connector: str = Field(
+        max_length=MAX_VALUE_LENGTH,
+        description="The name of a connectors[] entry with role gateway.",
+    )
 
     _container = field_validator("container")(_check_container)
 
@@ -128,6 +146,7 @@ class Gateway(Strict):
     )
     defaultContainer: str | None = Field(
         default=None,
+        max_length=MAX_VALUE_LENGTH,
         description="For ()/node when no rule matches; absent: the message is released.",
     )
     export: list[Match] = Field(
