@@ -94,20 +94,23 @@ def _kit(kit: str, command: str) -> str:
 
 
 def _apply_crds(client: kubernetes.client.ApiClient) -> list[str]:
-    """Server-side apply of every CRD (what ``kubectl apply --server-side -f crds/`` does);
+    """Every CRD created, or replaced where it exists (what ``kubectl apply -f crds/`` does);
     the refusals, one line each."""
     api = kubernetes.client.ApiextensionsV1Api(client)
     refused = []
     for path in CRDS:
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         try:
-            api.patch_custom_resource_definition(
-                crd["metadata"]["name"],
-                crd,
-                field_manager=FIELD_MANAGER,
-                force=True,
-                _content_type="application/apply-patch+yaml",
-            )
+            try:
+                api.create_custom_resource_definition(crd, field_manager=FIELD_MANAGER)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+                stored = api.read_custom_resource_definition(crd["metadata"]["name"])
+                crd["metadata"]["resourceVersion"] = stored.metadata.resource_version
+                api.replace_custom_resource_definition(
+                    crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER
+                )
         except ApiException as err:
             refused.append(f"{path.name}: {_message(err)}")
     return refused

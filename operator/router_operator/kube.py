@@ -1,11 +1,14 @@
 """The client of the Kubernetes API (api.py's :class:`~router_operator.api.Api`): apply, get,
 patch status or scale, delete; on any kind, with plain dicts.
 
-Why not the generated client's typed APIs: the renderer already produces plain manifests for six
-kinds (more to come, e.g. a Role for config-sync), and status goes to a custom resource's
-subresource; one small generic layer over ``kubernetes.client.ApiClient`` (which keeps doing the
-authentication: kubeconfig, exec plugins, in-cluster token refresh) serves them all, and its
-``Api`` protocol (api.py) lets the reconciler be tested against a fake or the kmock emulator alike.
+Why not the generated client's typed APIs: the renderer already produces plain manifests for
+every kind, and status goes to a custom resource's subresource; one small generic layer serves
+them all, and its ``Api`` protocol lets the reconciler be tested against a fake or the kmock
+emulator alike. The kubernetes package still does what is hard to get right: finding the
+cluster and who we are (kubeconfig contexts, exec plugins, in-cluster tokens, which rotate and
+which its configuration's hook reads again). The requests go through urllib3 (which it uses),
+not its ApiClient, whose request methods changed incompatibly between releases (the operator
+image once failed on every request: ``param_serialize`` exists from kubernetes 37 only).
 
 Children are written with server-side apply (field manager ``routernet-operator``, forced): the
 operator owns every field it renders, a field it stops rendering is removed, and fields set by
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +31,6 @@ import kopf
 import kubernetes.client
 import kubernetes.config
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from router_operator.api import ApiError, resource_path
 
@@ -54,14 +57,22 @@ def load_configuration(context: str | None = None) -> kubernetes.client.Configur
     return configuration
 
 
+def bearer(configuration: kubernetes.client.Configuration) -> str | None:
+    """The Authorization header's token, as the configuration has it now: reading it runs the
+    configuration's refresh hook (a rotated service account token, an exec plugin's new one).
+    Releases keep it under "authorization" (up to 36) or "BearerToken" (37)."""
+    header: str | None = configuration.get_api_key_with_prefix(
+        "BearerToken"
+    ) or configuration.get_api_key_with_prefix("authorization")
+    return header
+
+
 def connection_info(
     configuration: kubernetes.client.Configuration, *, trust_env: bool = False
 ) -> kopf.ConnectionInfo:
     """kopf's credentials from the same configuration the reconciler's client uses: one source
     of truth for where the cluster is and who the operator is."""
-    header = configuration.get_api_key_with_prefix(
-        "BearerToken"
-    ) or configuration.get_api_key_with_prefix("authorization")
+    header = bearer(configuration)
     scheme, token = None, None
     if header:
         parts = header.split(" ", 1)
@@ -81,8 +92,8 @@ def connection_info(
 
 
 class KubeClient:
-    """:class:`Api` over ``kubernetes.client.ApiClient``: its authentication and connection
-    pool, our paths and content types. Safe to share between threads."""
+    """:class:`Api` over urllib3, with the configuration's server, certificates and
+    credentials. Safe to share between threads."""
 
     def __init__(
         self,
@@ -91,7 +102,8 @@ class KubeClient:
         field_manager: str = FIELD_MANAGER,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
-        self._client = kubernetes.client.ApiClient(configuration)
+        self._configuration = configuration
+        self._pool = _pool(configuration)
         self._field_manager = field_manager
         self._timeout = timeout
 
@@ -102,7 +114,7 @@ class KubeClient:
         return cls(configuration, **kwargs)
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.clear()
 
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
@@ -194,26 +206,53 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        request = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        configuration = self._configuration
+        token = bearer(configuration)
+        if token:
+            headers["Authorization"] = token
+        elif configuration.username:
+            headers["Authorization"] = configuration.get_basic_auth_token()
+        url = configuration.host.rstrip("/") + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
         try:
-            response = self._client.call_api(*request, _request_timeout=self._timeout)
-            data = response.read()
-        except ApiException as err:  # raised by the REST layer for TLS and similar failures
-            reason, message = str(err.reason or "Error"), str(err.body or err)
-            raise ApiError(err.status or 0, reason, message) from err
+            response = self._pool.request(
+                method,
+                url,
+                body=None if body is None else json.dumps(body).encode(),
+                headers=headers,
+                timeout=urllib3.Timeout(total=self._timeout),
+                retries=False,
+            )
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, type(err).__name__, str(err)) from err
-        text = data.decode("utf-8", "replace") if data else ""
+        text = response.data.decode("utf-8", "replace") if response.data else ""
         if not 200 <= response.status <= 299:
             raise ApiError(response.status, str(response.reason or ""), _status_message(text))
         return json.loads(text) if text else None
+
+
+def _pool(configuration: kubernetes.client.Configuration) -> urllib3.PoolManager:
+    """Connections to the API server as the configuration says: its CA (or none checked, when
+    it says so), a client certificate, a proxy."""
+    options: dict[str, Any] = {
+        "num_pools": 2,
+        "maxsize": 8,  # the reconciler's thread and the autoscaler's at once, and some to spare
+        "cert_reqs": "CERT_REQUIRED" if configuration.verify_ssl else "CERT_NONE",
+        "ca_certs": configuration.ssl_ca_cert,
+        "cert_file": configuration.cert_file,
+        "key_file": configuration.key_file,
+    }
+    if configuration.assert_hostname is not None:
+        options["assert_hostname"] = configuration.assert_hostname
+    server_name = getattr(configuration, "tls_server_name", None)
+    if server_name:
+        options["server_hostname"] = server_name
+    if configuration.proxy:
+        return urllib3.ProxyManager(
+            configuration.proxy, proxy_headers=configuration.proxy_headers, **options
+        )
+    return urllib3.PoolManager(**options)
 
 
 def _status_message(text: str) -> str:
