@@ -20,7 +20,6 @@ for name lookups); the loop then applies the configuration (router/reconfigure.p
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -36,6 +35,7 @@ from router.reconfigure import offer
 from router.wakeup import Wakeup
 
 if TYPE_CHECKING:
+    from router import kubeapi
     from router.engine import Router
 
 log = get_logger("router.configsync")
@@ -188,50 +188,39 @@ def _status(e: Exception) -> int | None:
 
 
 def describe_error(e: Exception) -> str:
-    status = _status(e)
-    if status is not None:
-        return f"HTTP {status}: {getattr(e, 'reason', '') or e}"
+    """One line: a refused request's status, reason and the API server's message
+    (kubeapi.KubeApiError says all three)."""
     return " ".join(str(e).split()) or type(e).__name__
 
 
 def kube_functions(namespace: str, name: str) -> tuple[ListFn, WatchFn]:
-    """List and watch of one ConfigMap through the kubernetes client: in-cluster config (the
-    pod's service account), else the local kubeconfig."""
-    from kubernetes import client, config, watch
+    """List and watch of one ConfigMap through the API (router/kubeapi.py): the pod's service
+    account, else the local kubeconfig. Imported here: http.client brings the e-mail package,
+    which a router outside a pod never needs."""
+    from router import kubeapi
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return api_functions(client.CoreV1Api(), namespace, name, watch.Watch)
+    return api_functions(kubeapi.connect(), namespace, name)
 
 
-def api_functions(
-    api: Any, namespace: str, name: str, watch_factory: Callable[[], Any]
-) -> tuple[ListFn, WatchFn]:
-    selector = f"metadata.name={name}"
+def api_functions(cluster: kubeapi.Cluster, namespace: str, name: str) -> tuple[ListFn, WatchFn]:
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    selector = {"fieldSelector": f"metadata.name={name}"}
 
     def list_fn() -> tuple[str | None, dict[str, Any] | None]:
-        response = api.list_namespaced_config_map(
-            namespace, field_selector=selector, _preload_content=False, _request_timeout=30
-        )
-        body = json.loads(response.data)
+        body = cluster.request("GET", path, query=selector) or {}
         items = [i for i in body.get("items") or [] if i.get("metadata", {}).get("name") == name]
         version = (body.get("metadata") or {}).get("resourceVersion")
         return version, items[0] if items else None
 
     def watch_fn(version: str | None) -> Iterator[dict[str, Any]]:
-        kwargs: dict[str, Any] = {
-            "field_selector": selector,
-            "timeout_seconds": WATCH_SECONDS,
-            "_request_timeout": WATCH_SECONDS + 30,
-            "allow_watch_bookmarks": True,
-            "deserialize": False,
+        query = {
+            **selector,
+            "timeoutSeconds": str(WATCH_SECONDS),
+            "allowWatchBookmarks": "true",
         }
         if version:
-            kwargs["resource_version"] = version
-        stream = watch_factory().stream(api.list_namespaced_config_map, namespace, **kwargs)
-        for event in stream:
+            query["resourceVersion"] = version
+        for event in cluster.watch(path, query=query, timeout=WATCH_SECONDS + 30):
             yield {"type": event.get("type"), "object": event.get("object")}
 
     return list_fn, watch_fn

@@ -50,6 +50,7 @@ from router.configsync import INITIAL_BACKOFF, MAX_BACKOFF, ApiThread
 from router.log import get_logger
 
 if TYPE_CHECKING:
+    from router import kubeapi
     from router.engine import Router
 
 log = get_logger("router.podstatus")
@@ -215,27 +216,18 @@ class PodAnnotator(ApiThread):
 
 
 def kube_patch_function(namespace: str, pod: str) -> PatchFn:
-    """A merge patch of the Pod through the kubernetes client: in-cluster config (the pod's
-    service account), else the local kubeconfig."""
-    from kubernetes import client, config
+    """A merge patch of the Pod through the API (router/kubeapi.py): the pod's service
+    account, else the local kubeconfig (imported here, as router/configsync.py does)."""
+    from router import kubeapi
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return api_patch_function(client.CoreV1Api(), namespace, pod)
+    return api_patch_function(kubeapi.connect(), namespace, pod)
 
 
-def api_patch_function(api: Any, namespace: str, pod: str) -> PatchFn:
+def api_patch_function(cluster: kubeapi.Cluster, namespace: str, pod: str) -> PatchFn:
+    path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+
     def patch(body: dict[str, Any]) -> None:
-        api.patch_namespaced_pod(
-            pod,
-            namespace,
-            body,
-            _content_type=MERGE_PATCH,
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
-        )
+        cluster.request("PATCH", path, body=body, content_type=MERGE_PATCH, timeout=REQUEST_TIMEOUT)
 
     return patch
 

@@ -31,7 +31,6 @@ from router.podstatus import (
     PodStatusSource,
     StoreReport,
     annotation_value,
-    api_patch_function,
     parse_annotation,
     parse_store,
     pod_status_sources,
@@ -231,21 +230,6 @@ def test_stop_returns_at_once_during_a_hung_request() -> None:
         assert src.annotator is not None
         src.annotator.join(5)
     assert recorder.sent == ["r-1"]  # the request in flight completes; nothing after it
-
-
-def test_the_kubernetes_call_is_a_merge_patch_of_the_pod() -> None:
-    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-
-    class CoreV1:
-        def patch_namespaced_pod(self, *args: Any, **kwargs: Any) -> None:
-            calls.append((args, kwargs))
-
-    patch = api_patch_function(CoreV1(), NS, "r-0")
-    patch({"metadata": {"annotations": {ANNOTATION: "r-1"}}})
-    [(args, kwargs)] = calls
-    assert args == ("r-0", NS, {"metadata": {"annotations": {ANNOTATION: "r-1"}}})
-    assert kwargs["_content_type"] == MERGE_PATCH == "application/merge-patch+json"
-    assert kwargs["_request_timeout"]
 
 
 def test_registered_only_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
