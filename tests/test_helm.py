@@ -12,14 +12,18 @@ import functools
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from router_operator.models import DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import RouterDecl, plan_namespace
 from router_operator.render import render_router
+
+import router
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "routernet"
@@ -54,7 +58,8 @@ SCENARIOS: dict[str, list[str]] = {
         "operator.priorityClassName=system-cluster-critical",
         "router.image.repository=registry.example/routernet/router",
         "metrics.enabled=true",
-        "collector.image=registry.example/routernet/collector:2",
+        "collector.image.repository=registry.example/routernet/collector",
+        "collector.image.tag=v2",
         "collector.storage.storageClass=fast-ssd",
         "collector.storage.size=200Gi",
     ],
@@ -192,10 +197,12 @@ def test_deployment_shape_cluster_scope() -> None:
     assert env["ROUTERNET_ROUTER_IMAGE"]["value"] == "routernet/router:0.1.0"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert "ROUTERNET_METRICS_PORT" not in env
-    # A telemetry collector per network by default, from the router image, default storage.
+    # A telemetry collector per network by default, from its image, default storage.
     assert env["ROUTERNET_COLLECTOR_ENABLED"]["value"] == "true"
+    assert env["ROUTERNET_COLLECTOR_IMAGE"]["value"] == "routernet/collector:0.1.0"
+    assert env["ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY"]["value"] == "IfNotPresent"
     assert env["ROUTERNET_COLLECTOR_STORAGE_SIZE"]["value"] == "10Gi"
-    assert "ROUTERNET_COLLECTOR_IMAGE" not in env and "ROUTERNET_COLLECTOR_STORAGE_CLASS" not in env
+    assert "ROUTERNET_COLLECTOR_STORAGE_CLASS" not in env
 
     # The probes ask kopf's health endpoint, on the port --liveness opens.
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
@@ -207,6 +214,16 @@ def test_deployment_shape_cluster_scope() -> None:
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert c["resources"]["limits"]["memory"]
+
+
+def test_every_image_is_tagged_with_the_charts_app_version() -> None:
+    """kube-aid images and the README's build commands tag the images with appVersion, which
+    the chart and the operator's defaults name: one version, the distribution's."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"] == router.__version__
+    assert f"routernet/router:{chart['appVersion']}" == DEFAULT_ROUTER_IMAGE
+    assert f"routernet/collector:{chart['appVersion']}" == DEFAULT_COLLECTOR_IMAGE
 
 
 def test_collector_off() -> None:
@@ -236,7 +253,7 @@ def test_deployment_custom_values() -> None:
     assert env["EXTRA"] == "debug"
     assert env["ROUTERNET_ROUTER_IMAGE"] == "registry.example/routernet/router:0.1.0"
     assert env["ROUTERNET_METRICS_PORT"] == "9090"
-    assert env["ROUTERNET_COLLECTOR_IMAGE"] == "registry.example/routernet/collector:2"
+    assert env["ROUTERNET_COLLECTOR_IMAGE"] == "registry.example/routernet/collector:v2"
     assert env["ROUTERNET_COLLECTOR_STORAGE_CLASS"] == "fast-ssd"
     assert env["ROUTERNET_COLLECTOR_STORAGE_SIZE"] == "200Gi"
     assert one(docs, "Deployment")["metadata"]["name"] == "routernet-operator"
@@ -406,7 +423,7 @@ def test_podmonitor_selects_the_router_pods_the_operator_renders() -> None:
         (["collector.enabled=maybe"], "/collector/enabled"),
         (["collector.storage.size=lots"], "/collector/storage/size"),
         (["collector.storage.storageClass=Fast_SSD"], "/collector/storage/storageClass"),
-        (["collector.image=a b"], "/collector/image"),
+        (["collector.image.pullPolicy=Sometimes"], "/collector/image/pullPolicy"),
         # An env value must be a string, or the Deployment would be invalid.
         (["operator.extraEnv[0].name=N", "operator.extraEnv[0].value=1"], "/value"),
     ],

@@ -121,30 +121,34 @@ def test_a_network_per_collector() -> None:
 
 
 def test_settings_from_the_charts_environment() -> None:
-    settings = collector_from_env({}, "router:1", "Always")
-    assert settings == CollectorSettings(image="router:1", image_pull_policy="Always")
+    # Its own image by default, of this version: the router image has no Parquet writer.
+    assert collector_from_env({}) == CollectorSettings(image="routernet/collector:0.1.0")
     env = {
         "ROUTERNET_COLLECTOR_IMAGE": "collector:2",
+        "ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY": "Always",
         "ROUTERNET_COLLECTOR_STORAGE_CLASS": "standard",
         "ROUTERNET_COLLECTOR_STORAGE_SIZE": "1Ti",
+        "ROUTERNET_ROUTER_IMAGE_PULL_POLICY": "Never",
     }
-    settings = collector_from_env(env, "router:1", None)
+    settings = collector_from_env(env)
     assert settings is not None
-    assert (settings.image, settings.storage_class, settings.storage_size) == (
-        "collector:2",
-        "standard",
-        "1Ti",
-    )
-    assert collector_from_env({"ROUTERNET_COLLECTOR_ENABLED": "false"}, "r", None) is None
+    assert (
+        settings.image,
+        settings.image_pull_policy,
+        settings.storage_class,
+        settings.storage_size,
+    ) == ("collector:2", "Always", "standard", "1Ti")
+    assert collector_from_env({"ROUTERNET_COLLECTOR_ENABLED": "false"}) is None
     assert OperatorConfig.from_env({}).collector is not None
     for name, value in (
         ("ROUTERNET_COLLECTOR_ENABLED", "maybe"),
         ("ROUTERNET_COLLECTOR_STORAGE_SIZE", "lots"),
         ("ROUTERNET_COLLECTOR_STORAGE_CLASS", "Not A Name"),
         ("ROUTERNET_COLLECTOR_IMAGE", "a b"),
+        ("ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY", "Sometimes"),
     ):
         with pytest.raises(ValueError, match=f"^{name}="):
-            collector_from_env({name: value}, "r", None)
+            collector_from_env({name: value})
 
 
 def test_the_reconciler_applies_it_once_per_network_and_not_again_unchanged() -> None:

@@ -52,6 +52,7 @@ from router_operator.render import DIGEST_ANNOTATION, selector
 
 NS = "msg"
 IMAGE = "registry.example/routernet/router:test"
+COLLECTOR = "registry.example/routernet/collector:test"
 ROUTERS = f"{GROUP}/v1alpha1/routers"
 ADDRESSES = f"{GROUP}/v1alpha1/addresses"
 LINKROUTES = f"{GROUP}/v1alpha1/linkroutes"
@@ -1138,6 +1139,7 @@ async def test_console_script_runs_the_operator_as_the_chart_does(
         "KUBECONFIG": str(kubeconfig),
         "ROUTERNET_ROUTER_IMAGE": IMAGE,
         "ROUTERNET_ROUTER_IMAGE_PULL_POLICY": "Never",
+        "ROUTERNET_COLLECTOR_IMAGE": COLLECTOR,
         "ROUTERNET_METRICS_PORT": str(metrics),
     }
     script = Path(sys.executable).parent / "routernet-operator"
@@ -1155,9 +1157,9 @@ async def test_console_script_runs_the_operator_as_the_chart_does(
         sts = get(cluster, "apps/v1/statefulsets", "hub")
         (container,) = sts["spec"]["template"]["spec"]["containers"]
         assert (container["image"], container["imagePullPolicy"]) == (IMAGE, "Never")
-        # The chart's default: a telemetry collector for the network, from the router image.
+        # The chart's default: a telemetry collector for the network, from its own image.
         collector = get(cluster, "apps/v1/deployments", "routernet-collector-default")
-        assert collector["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+        assert collector["spec"]["template"]["spec"]["containers"][0]["image"] == COLLECTOR
         get(cluster, "v1/persistentvolumeclaims", "routernet-telemetry-default")
         tokens = {r.headers.get("Authorization") for r in cluster if r.headers.get("Authorization")}
         assert tokens == {"Bearer operator-token"}, "kopf and the reconciler log in alike"

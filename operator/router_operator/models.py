@@ -28,6 +28,7 @@ from pydantic import (
     field_validator,
 )
 
+from router import __version__
 from router_operator.autoscaling import AutoscalingSpec, AutoscalingStatus
 from router_operator.gateway import GatewayRouting
 from router_operator.nodes import NODE_TYPE_UNCHANGED, STORE_UNCHANGED, AddressNode, RouterStore
@@ -47,10 +48,13 @@ RECONCILIATION_PAUSED = "ReconciliationPaused"
 """The condition (status "True") a paused resource shows, so nobody wonders why it is stale."""
 
 DEFAULT_NETWORK = "default"
-DEFAULT_ROUTER_IMAGE = "routernet/router:0.1.0"
+DEFAULT_ROUTER_IMAGE = f"routernet/router:{__version__}"
 """Used when a Router names no image. Deliberately not a CRD default: a default the API server
 writes into every stored object would pin old routers to the image of the operator release
 that created them; resolved by the operator instead, an operator upgrade upgrades them."""
+DEFAULT_COLLECTOR_IMAGE = f"routernet/collector:{__version__}"
+"""The telemetry collectors' image (Dockerfile.collector) unless ROUTERNET_COLLECTOR_IMAGE
+names another: the router image has no Parquet writer."""
 
 ROUTER_CONTAINER = "router"
 """The router's container in the pod template; podTemplate overrides match containers by name."""

@@ -50,7 +50,7 @@ from router_operator.api import Api, ApiError
 from router_operator.autoscaling import AutoscalingSpec
 from router_operator.handoff import HandOff, hand_off
 from router_operator.mesh import PodReport, mesh_verdicts
-from router_operator.models import API_VERSION, DEFAULT_ROUTER_IMAGE
+from router_operator.models import API_VERSION, DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import (
     BLOCKING,
     DEFAULT_CLUSTER_DOMAIN,
@@ -107,12 +107,7 @@ class OperatorConfig:
         """ROUTERNET_ROUTER_IMAGE, ROUTERNET_ROUTER_IMAGE_PULL_POLICY, ROUTERNET_CLUSTER_DOMAIN,
         ROUTERNET_METRICS_PORT, ROUTERNET_PROMETHEUS_URL, ROUTERNET_COLLECTOR_*
         (collector_from_env); ValueError names the variable at fault."""
-        policy = env.get("ROUTERNET_ROUTER_IMAGE_PULL_POLICY") or None
-        if policy is not None and policy not in PULL_POLICIES:
-            raise ValueError(
-                f"ROUTERNET_ROUTER_IMAGE_PULL_POLICY={policy!r}: expected one of"
-                f" {', '.join(PULL_POLICIES)}"
-            )
+        policy = _pull_policy(env, "ROUTERNET_ROUTER_IMAGE_PULL_POLICY")
         port_text = env.get("ROUTERNET_METRICS_PORT") or None
         port = None
         if port_text is not None:
@@ -134,9 +129,16 @@ class OperatorConfig:
             image_pull_policy=policy,
             cluster_domain=domain,
             metrics_port=port,
-            collector=collector_from_env(env, image, policy),
+            collector=collector_from_env(env),
             prometheus_url=prometheus,
         )
+
+
+def _pull_policy(env: Mapping[str, str], name: str) -> str | None:
+    policy = env.get(name) or None
+    if policy is not None and policy not in PULL_POLICIES:
+        raise ValueError(f"{name}={policy!r}: expected one of {', '.join(PULL_POLICIES)}")
+    return policy
 
 
 def _is_http_url(text: str) -> bool:
@@ -155,20 +157,20 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
-def collector_from_env(
-    env: Mapping[str, str], router_image: str, router_pull_policy: str | None
-) -> CollectorSettings | None:
+def collector_from_env(env: Mapping[str, str]) -> CollectorSettings | None:
     """ROUTERNET_COLLECTOR_ENABLED (true unless "false"), ROUTERNET_COLLECTOR_IMAGE (default:
-    the router image), ROUTERNET_COLLECTOR_STORAGE_CLASS (default: the cluster's),
-    ROUTERNET_COLLECTOR_STORAGE_SIZE (default 10Gi); ValueError names the variable at fault."""
+    DEFAULT_COLLECTOR_IMAGE), ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY (default: the cluster's),
+    ROUTERNET_COLLECTOR_STORAGE_CLASS (default: the cluster's), ROUTERNET_COLLECTOR_STORAGE_SIZE
+    (default 10Gi); ValueError names the variable at fault."""
     enabled = (env.get("ROUTERNET_COLLECTOR_ENABLED") or "true").strip().lower()
     if enabled not in ("true", "false"):
         raise ValueError(f"ROUTERNET_COLLECTOR_ENABLED={enabled!r}: expected true or false")
     if enabled == "false":
         return None
-    image = (env.get("ROUTERNET_COLLECTOR_IMAGE") or "").strip() or router_image
+    image = (env.get("ROUTERNET_COLLECTOR_IMAGE") or "").strip() or DEFAULT_COLLECTOR_IMAGE
     if any(c.isspace() for c in image):
         raise ValueError(f"ROUTERNET_COLLECTOR_IMAGE={image!r}: an image has no whitespace")
+    policy = _pull_policy(env, "ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY")
     size = (env.get("ROUTERNET_COLLECTOR_STORAGE_SIZE") or "").strip() or DEFAULT_STORAGE_SIZE
     if not _QUANTITY.match(size):
         raise ValueError(f"ROUTERNET_COLLECTOR_STORAGE_SIZE={size!r}: expected a size like 10Gi")
@@ -179,7 +181,7 @@ def collector_from_env(
         )
     return CollectorSettings(
         image=image,
-        image_pull_policy=router_pull_policy,
+        image_pull_policy=policy,
         storage_class=storage_class,
         storage_size=size,
     )

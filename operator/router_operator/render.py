@@ -104,6 +104,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from router_operator.models import DEFAULT_ROUTER_IMAGE
 from router_operator.nodes import STORE_PATH, STORE_VOLUME
 from router_operator.planner import (
     EDGE_PORT,
@@ -121,7 +122,6 @@ API_GROUP = "routernet.io"
 API_VERSION = f"{API_GROUP}/v1alpha1"
 ROUTER_KIND = "Router"
 
-DEFAULT_IMAGE = "routernet/router:0.1.0"
 CONFIG_DIR = "/etc/routernet"
 CONTAINER = "router"
 METRICS_PORT_NAME = "metrics"
@@ -434,7 +434,7 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
     decl = plan.decl
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": decl.image or DEFAULT_IMAGE,
+        "image": decl.image or DEFAULT_ROUTER_IMAGE,
         "imagePullPolicy": "IfNotPresent",
         # The file is the start-up config; the ConfigMap watch (the env below) keeps it current.
         "command": ["routernet-router", "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
