@@ -6,6 +6,7 @@ TELEMETRY_ADDRESS that decodes what it gets with the schema's own reader.
 
 from __future__ import annotations
 
+import logging
 import signal
 import urllib.error
 import urllib.request
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 from test_edge import edge, interior, remote_keys, started
 
+from router.telemetry.http import ReadinessLog
 from router.telemetry.schema import (
     SAMPLE_ANNOTATION,
     TELEMETRY_ADDRESS,
@@ -140,14 +142,46 @@ def test_readyz_waits_for_an_interior_to_join_its_network(tmp_path: Path, world:
         status, why = get(f"{base}/readyz")
         assert status == 503 and "without an inter-router neighbor" in why
         assert get(f"{base}/healthz")[0] == 200
+        # What the probe saw is in the log, once: a pod's log says why it is not Ready.
+        assert get(f"{base}/readyz")[0] == 503
+        not_ready = net["A"].wait_log(r".*event=router\.not_ready .*")
+        assert 'reason="interior without an inter-router neighbor yet"' in not_ready
+        assert net["A"].log().count("event=router.not_ready") == 1
         net.start(["B"])
         world.run_until(lambda: get(f"{base}/readyz")[0] == 200, timeout=10, what="A ready")
         assert "1 neighbors" in get(f"{base}/readyz")[1]
+        assert 'reason="interior with 1 neighbors"' in net["A"].wait_log(
+            r".*event=router\.ready .*"
+        )
         found = samples(base)
         assert value(found, "routernet_routers_reachable", router="A") == 1
         assert value(found, "routernet_route_cost", router="A", peer="B") == 1
     finally:
         net.stop()
+
+
+def test_readiness_is_logged_when_it_changes(caplog: pytest.LogCaptureFixture) -> None:
+    said = ReadinessLog()
+    caplog.set_level(logging.INFO, logger="router")
+
+    def lines() -> list[tuple[str, str]]:
+        found = [(r.getMessage(), r.routernet_fields["reason"]) for r in caplog.records]
+        caplog.clear()
+        return found
+
+    said.note(False, "not listening", 0.0)
+    said.note(False, "not listening", 5.0)
+    assert lines() == [("router.not_ready", "not listening")]
+    said.note(False, "interior without an inter-router neighbor yet", 10.0)
+    said.note(False, "interior without an inter-router neighbor yet", 69.0)
+    assert lines() == [("router.not_ready", "interior without an inter-router neighbor yet")]
+    said.note(False, "interior without an inter-router neighbor yet", 70.0)  # a minute on
+    assert len(lines()) == 1
+    said.note(True, "interior with 1 neighbors", 71.0)
+    said.note(True, "interior with 2 neighbors", 200.0)
+    assert lines() == [("router.ready", "interior with 1 neighbors")]
+    said.note(False, "draining", 201.0)
+    assert lines() == [("router.not_ready", "draining")]
 
 
 def test_flow_records_across_a_chain_of_three(tmp_path: Path, world: World) -> None:
