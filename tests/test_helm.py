@@ -303,8 +303,9 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
     # Autoscaling modes hpa and keda: applied, read before removal, deleted; never watched.
     for autoscaler in ("autoscaling/horizontalpodautoscalers", "keda.sh/scaledobjects"):
         assert granted[autoscaler] == {"get", "create", "patch", "delete"}, autoscaler
-    # Watched for the routers' reports; patch only to grant it to each Router's own pods.
-    assert granted["pods"] == {"get", "list", "watch", "patch"}
+    # Watched for the routers' reports; patch only to grant it to each Router's own pods;
+    # delete for the pods a rollout waits for in vain (rollout.py).
+    assert granted["pods"] == {"get", "list", "watch", "patch", "delete"}
     assert granted["events"] == {"create"}
     # No secrets: TLS and SASL secrets are mounted into router pods by name, never read.
     assert "secrets" not in granted

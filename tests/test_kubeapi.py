@@ -168,6 +168,7 @@ def test_list_and_watch_a_configmap(api: FakeApiServer, pki: Pki) -> None:
     api.answers[path] = (200, events)
     assert list(watch_fn("7")) == events
     listed, watched = api.requests
+    # The Role's resourceNames authorize a list or watch only with this field selector.
     assert listed["path"] == f"{path}?fieldSelector=metadata.name%3Drouters"
     assert watched["path"].startswith(f"{path}?fieldSelector=metadata.name%3Drouters&")
     query = dict(part.split("=") for part in watched["path"].split("?")[1].split("&"))

@@ -41,7 +41,6 @@ from router_operator.render import (
 )
 
 from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
-from router.configsync import api_functions
 
 NS = "msg"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -248,33 +247,6 @@ def test_pod_rule_follows_the_replicas_and_is_absent_at_zero(version: str) -> No
     assert pod_names(4) == [["core-0", "core-1", "core-2", "core-3"]]
     assert pod_names(0) == []
     assert all(rule["resourceNames"] for rule in role(0)["rules"])
-
-
-def test_configsync_lists_and_watches_by_name_as_resource_names_require() -> None:
-    """With ``resourceNames`` in the Role, list and watch are authorized only when they select
-    the ConfigMap with a ``metadata.name`` field selector: check configsync sends one."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-
-    class Response:
-        data = b'{"metadata": {"resourceVersion": "1"}, "items": []}'
-
-    class CoreV1:
-        def list_namespaced_config_map(self, namespace: str, **kwargs: Any) -> Response:
-            calls.append(("list", kwargs))
-            return Response()
-
-    class Watch:
-        def stream(self, fn: Any, namespace: str, **kwargs: Any) -> Any:
-            calls.append(("watch", kwargs))
-            return iter(())
-
-    list_fn, watch_fn = api_functions(CoreV1(), NS, "core-config", Watch)
-    list_fn()
-    list(watch_fn("1"))
-    assert [(what, kw["field_selector"]) for what, kw in calls] == [
-        ("list", "metadata.name=core-config"),
-        ("watch", "metadata.name=core-config"),
-    ]
 
 
 def test_edge_statefulset_exposes_client_ports_only() -> None:

@@ -19,6 +19,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("v1", "Secret"): "secrets",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Pod"): "pods",
     ("apps/v1", "StatefulSet"): "statefulsets",
     ("apps/v1", "Deployment"): "deployments",
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",

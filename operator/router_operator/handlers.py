@@ -14,10 +14,12 @@ reconcile does is in ``reconciler`` and ``adapter``, testable without kopf.
   labels alone where kopf can): each pod's report of the routers it reaches (the annotation
   ``routernet.io/reachable-routers``, router/podstatus.py) makes the network's
   ``meshConnected`` (mesh.py). A pod event refreshes its namespace's Router statuses only when
-  what counts for the mesh changed (not on every readiness or IP change); a change of its
-  store's report (``routernet.io/store``) reconciles the namespace, since a scale-in of a
-  Router with a store waits for it to apply the new replicas (handoff.py). Nothing here writes
-  to pods: kopf keeps no state on objects it only indexes and watches with ``on.event``.
+  what the operator reads of it changed (the mesh report, readiness, revision; not every
+  restart or IP change): a pod not Ready on an old revision may be what a rollout waits for in
+  vain (rollout.py); a change of its store's report (``routernet.io/store``) reconciles the
+  namespace, since a scale-in of a Router with a store waits for it to apply the new replicas
+  (handoff.py). Nothing here writes to pods: kopf keeps no state on objects it only indexes
+  and watches with ``on.event``.
 - No timers or daemons: kopf puts a finalizer on objects that have them. The periodic resync is
   one operator-wide task instead (``Reconciler.resync_forever``), and so is the autoscaler
   (``scaler.Scaler``), which reads Routers from the same indexes.

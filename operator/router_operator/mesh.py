@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from router.podstatus import ANNOTATION, STORE_ANNOTATION, parse_annotation
 from router_operator.planner import RouterDecl, pod_name
-from router_operator.render import NETWORK_LABEL, ROLE_LABEL
+from router_operator.render import INSTANCE_LABEL, NETWORK_LABEL, REVISION_LABEL, ROLE_LABEL
 
 Status = Literal["True", "False", "Unknown"]
 
@@ -59,15 +59,24 @@ class PodReport:
     store: str | None = None
     """Its store annotation as written (router/podstatus.py; None: none): what a scale-in of
     a Router with a store waits for (handoff.py)."""
+    router: str | None = None
+    """The Router it runs for (its instance label); with the three below, what a rollout
+    stuck on it needs (rollout.py)."""
+    uid: str | None = None
+    revision: str | None = None
+    """The StatefulSet revision it was made from."""
+    ready: bool = False
 
 
 def pod_report(body: Mapping[str, Any]) -> PodReport:
-    """A Pod (as listed or watched) reduced to what counts for the mesh (and a scale-in)."""
+    """A Pod (as listed or watched) reduced to what counts for the mesh (and a scale-in, and a
+    rollout)."""
     meta = body.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     value = annotations.get(ANNOTATION)
     store = annotations.get(STORE_ANNOTATION)
+    conditions = (body.get("status") or {}).get("conditions") or []
     return PodReport(
         name=str(meta.get("name") or ""),
         role=labels.get(ROLE_LABEL),
@@ -75,6 +84,10 @@ def pod_report(body: Mapping[str, Any]) -> PodReport:
         reachable=parse_annotation(value) if isinstance(value, str) else None,
         terminating=bool(meta.get("deletionTimestamp")),
         store=store if isinstance(store, str) else None,
+        router=labels.get(INSTANCE_LABEL),
+        uid=meta.get("uid"),
+        revision=labels.get(REVISION_LABEL),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
     )
 
 

@@ -76,6 +76,7 @@ from router_operator.render_collector import (
     CollectorSettings,
     render_collector,
 )
+from router_operator.rollout import stuck_pods
 
 log = logging.getLogger("router_operator.reconciler")
 
@@ -345,6 +346,7 @@ def reconcile_namespace(
     if config.collector is not None:
         for network in sorted(plan.networks.values(), key=lambda n: n.name):
             _apply_collector(network, ns, api, config, result, memory)
+    _unstick_rollouts(routers, snapshot, api, result)
 
     verdicts = mesh_verdicts(router_decls, snapshot.pods)
     for router in routers:
@@ -384,9 +386,11 @@ def refresh_router_statuses(
     """Only the Routers' statuses, from the last reconcile's outcomes, the StatefulSets'
     current status and the pods' reports: what a StatefulSet's or a pod's event needs, without
     applying anything (re-applying on every pod readiness change would be wasteful, and against
-    an API that reports every write as a change, endless)."""
+    an API that reports every write as a change, endless). A stuck rollout's pods are deleted
+    (rollout.py): such events are what show one."""
     result = Result(outcomes=dict(outcomes))
     routers = _parse_all("Router", snapshot.routers, memory)
+    _unstick_rollouts(routers, snapshot, api, result)
     decls = [adapter.router_decl(r, "") if r.model else adapter.topology_decl(r) for r in routers]
     decls, handoffs = _hand_offs(routers, decls, snapshot, memory)
     verdicts = mesh_verdicts(decls, snapshot.pods)
@@ -403,6 +407,41 @@ def refresh_router_statuses(
         )
         _write_status(api, router, status, result, memory)
     return result
+
+
+def _unstick_rollouts(
+    routers: Iterable[Parsed], snapshot: Snapshot, api: Api, result: Result
+) -> None:
+    """Deletes the pods a Router's rollout waits for in vain (rollout.py), but a paused
+    Router's. A failure is logged and retried at the next event or resync."""
+    for router in routers:
+        if router.paused:
+            continue
+        status = snapshot.statefulsets.get(router.uid)
+        for pod in stuck_pods(router.name, status, snapshot.pods.values()):
+            update = (status or {}).get("updateRevision")
+            try:
+                deleted = api.delete("v1", "Pod", snapshot.namespace, pod.name, uid=pod.uid)
+            except ApiError as err:
+                log.warning(
+                    "namespace %s: deleting pod %s (stuck on revision %s) failed: %s",
+                    snapshot.namespace,
+                    pod.name,
+                    pod.revision,
+                    err,
+                )
+                continue
+            if deleted:
+                result.deleted_objects += 1
+                log.warning(
+                    "namespace %s: deleted pod %s: not ready on revision %s while StatefulSet"
+                    " %s rolls out %s (its rollout would wait for it)",
+                    snapshot.namespace,
+                    pod.name,
+                    pod.revision,
+                    router.name,
+                    update,
+                )
 
 
 def _hand_offs(

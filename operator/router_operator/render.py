@@ -132,6 +132,10 @@ cluster, find it by this name."""
 DIGEST_ANNOTATION = f"{API_GROUP}/config-digest"
 NETWORK_LABEL = f"{API_GROUP}/network"
 ROLE_LABEL = f"{API_GROUP}/role"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+"""On every child and pod of a Router: its name (selector_labels)."""
+REVISION_LABEL = "controller-revision-hash"
+"""The StatefulSet controller's label on each pod: the revision it was made from (rollout.py)."""
 DRAIN_SECONDS = 5
 """preStop wait: long enough for the endpoints controller and kube-proxy to stop sending new
 clients to a terminating pod."""
@@ -176,7 +180,7 @@ def selector_labels(name: str) -> dict[str, str]:
     the operator with ``name: routernet`` and its own ``instance``) from ever matching."""
     return {
         "app.kubernetes.io/name": "routernet",
-        "app.kubernetes.io/instance": name,
+        INSTANCE_LABEL: name,
         "app.kubernetes.io/component": "router",
     }
 
@@ -568,7 +572,10 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
         "serviceName": peers_service_name(plan.name),
         "replicas": len(plan.pods),
         "podManagementPolicy": "Parallel",
-        "updateStrategy": {"type": "RollingUpdate"},
+        # Partition 0, said: a pod re-created during a rollout (rollout.py deletes stuck ones)
+        # then always gets the new revision; without rollingUpdate, the controller gives
+        # ordinals below status.currentReplicas the old one.
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
         "selector": {"matchLabels": selector_labels(plan.name)},
         "template": template,
     }
