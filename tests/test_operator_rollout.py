@@ -15,6 +15,7 @@ from router_operator.mesh import PodReport, pod_report
 from router_operator.models import PAUSE_ANNOTATION
 from router_operator.planner import RouterDecl, plan_namespace
 from router_operator.reconciler import (
+    Memory,
     OperatorConfig,
     Snapshot,
     reconcile_namespace,
@@ -123,6 +124,17 @@ def test_a_stuck_rollout_is_unstuck_on_the_next_event() -> None:
     result = refresh_router_statuses(shot, api, outcomes(shot))
     assert api.deleted == [("Pod", "hub-0", "uid-hub-0"), ("Pod", "hub-1", "uid-hub-1")]
     assert result.deleted_objects == 2
+
+
+def test_a_pod_is_deleted_once_though_events_come_before_the_watch_shows_it_going() -> None:
+    shot = snapshot([pod("hub-0", OLD, False)])
+    api, memory = DeletingApi(), Memory()
+    for _ in range(3):
+        refresh_router_statuses(shot, api, outcomes(shot), memory)
+    assert api.deleted == [("Pod", "hub-0", "uid-hub-0")]
+    going = snapshot([pod("hub-0", OLD, False, terminating=True)])
+    refresh_router_statuses(going, api, outcomes(going), memory)
+    assert memory.deleted_pods == set()
 
 
 def test_a_pod_recreated_meanwhile_is_not_deleted_and_nothing_fails() -> None:

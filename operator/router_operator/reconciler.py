@@ -246,6 +246,9 @@ class Memory:
     replicas: dict[str, int] = field(default_factory=dict)
     """The replicas of each Router's StatefulSet as last applied, by Router uid: fresher than
     the watch, and a scale-in's next step (handoff.py) must not go by a stale count of pods."""
+    deleted_pods: set[str] = field(default_factory=set)
+    """The uids of the pods deleted to unstick a rollout (rollout.py): until the watch shows
+    them going, a second event must not delete (and log) them again."""
 
 
 ABSENT = "absent"
@@ -346,7 +349,7 @@ def reconcile_namespace(
     if config.collector is not None:
         for network in sorted(plan.networks.values(), key=lambda n: n.name):
             _apply_collector(network, ns, api, config, result, memory)
-    _unstick_rollouts(routers, snapshot, api, result)
+    _unstick_rollouts(routers, snapshot, api, result, memory)
 
     verdicts = mesh_verdicts(router_decls, snapshot.pods)
     for router in routers:
@@ -390,7 +393,7 @@ def refresh_router_statuses(
     (rollout.py): such events are what show one."""
     result = Result(outcomes=dict(outcomes))
     routers = _parse_all("Router", snapshot.routers, memory)
-    _unstick_rollouts(routers, snapshot, api, result)
+    _unstick_rollouts(routers, snapshot, api, result, memory)
     decls = [adapter.router_decl(r, "") if r.model else adapter.topology_decl(r) for r in routers]
     decls, handoffs = _hand_offs(routers, decls, snapshot, memory)
     verdicts = mesh_verdicts(decls, snapshot.pods)
@@ -410,18 +413,26 @@ def refresh_router_statuses(
 
 
 def _unstick_rollouts(
-    routers: Iterable[Parsed], snapshot: Snapshot, api: Api, result: Result
+    routers: Iterable[Parsed],
+    snapshot: Snapshot,
+    api: Api,
+    result: Result,
+    memory: Memory | None,
 ) -> None:
     """Deletes the pods a Router's rollout waits for in vain (rollout.py), but a paused
     Router's. A failure is logged and retried at the next event or resync."""
+    deleted = memory.deleted_pods if memory is not None else set()
+    deleted &= {pod.uid for pod in snapshot.pods.values() if pod.uid and not pod.terminating}
     for router in routers:
         if router.paused:
             continue
         status = snapshot.statefulsets.get(router.uid)
         for pod in stuck_pods(router.name, status, snapshot.pods.values()):
+            if pod.uid in deleted:
+                continue
             update = (status or {}).get("updateRevision")
             try:
-                deleted = api.delete("v1", "Pod", snapshot.namespace, pod.name, uid=pod.uid)
+                gone = api.delete("v1", "Pod", snapshot.namespace, pod.name, uid=pod.uid)
             except ApiError as err:
                 log.warning(
                     "namespace %s: deleting pod %s (stuck on revision %s) failed: %s",
@@ -431,7 +442,9 @@ def _unstick_rollouts(
                     err,
                 )
                 continue
-            if deleted:
+            if gone:
+                if pod.uid:
+                    deleted.add(pod.uid)
                 result.deleted_objects += 1
                 log.warning(
                     "namespace %s: deleted pod %s: not ready on revision %s while StatefulSet"
