@@ -306,9 +306,12 @@ def test_a_message_as_a_json_line() -> None:
         correlation_id=uuid.UUID(int=1),
         properties={"k": "v", "n": 3, "b": b"\xffok"},
         body={symbol("key"): [b"text", 1.5, None], 7: True},
+        durable=True,
+        priority=9,
     )
     assert message_record(message) == {
         "body": {"key": ["text", 1.5, None], "7": True},
+        "header": {"durable": True, "priority": 9},
         "properties": {
             "message_id": "m:1",
             "subject": "s",
@@ -319,6 +322,7 @@ def test_a_message_as_a_json_line() -> None:
     }
     assert json.loads(message_line(Message(body="hi"))) == {
         "body": "hi",
+        "header": {},
         "properties": {},
         "application_properties": {},
     }

@@ -130,7 +130,8 @@ def responder(router: RouterProcess, world: World) -> Iterator[Receiver]:
 
 
 def test_send_and_receive_connect_to_a_uris_host(router: RouterProcess, world: World) -> None:
-    """receive --print shows each message: the --body string, --subject and --property."""
+    """receive --print shows each message: the --body string, --subject, --property and
+    --durable."""
     rx = start("receive", uri(router, PLAIN_LISTENER, "uri.orders"), "--count", "3", "--print")
     probe = world.connect(router.url)
     probe_sender = probe.sender("uri.orders")
@@ -138,7 +139,7 @@ def test_send_and_receive_connect_to_a_uris_host(router: RouterProcess, world: W
     probe.close()
     tx = start(
         "send", f"AMQP://{router.host}:{router.port}/uri.orders", "--count", "3",
-        "--body", "hello", "--subject", "greeting", "--property", "region=eu",
+        "--body", "hello", "--subject", "greeting", "--property", "region=eu", "--durable",
     )  # fmt: skip
     code, lines, err = run(world, tx)
     assert code == 0, err
@@ -150,6 +151,7 @@ def test_send_and_receive_connect_to_a_uris_host(router: RouterProcess, world: W
     assert [m["body"] for m in messages] == ["hello"] * 3
     assert sorted(m["application_properties"]["seq"] for m in messages) == [0, 1, 2]
     first = messages[0]
+    assert first["header"] == {"durable": True}
     assert first["application_properties"]["region"] == "eu"
     assert first["properties"]["subject"] == "greeting"
     assert first["properties"]["message_id"].endswith(

@@ -197,6 +197,11 @@ def add_send_arguments(parser: argparse.ArgumentParser) -> None:
     body.add_argument("--body", metavar="TEXT", help="this string as every message's body")
     _message_arguments(parser)
     parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="durable messages: a queue's host accepts each once its store has it",
+    )
+    parser.add_argument(
         "--connections",
         type=_positive_int,
         metavar="K",
@@ -311,6 +316,7 @@ def send(args: argparse.Namespace, prog: str) -> int:
         body=args.body,
         subject=args.subject,
         properties=properties,
+        durable=args.durable,
         security=target.security,
     )
     sender = TrafficSender(options, _reporter(name))

@@ -1,4 +1,6 @@
-"""A received message as one JSON line (``receive --print``, ``request``'s reply).
+"""A received message as one JSON line (``receive --print``, ``request``'s reply): its body,
+the header fields that differ from the defaults, the properties set and the application
+properties.
 
 AMQP values are richer than JSON: binary is shown as UTF-8 text (undecodable bytes escaped),
 map keys as strings, and anything else JSON lacks (UUIDs, decimals, described values) as its
@@ -31,8 +33,24 @@ _PROPERTIES = (
 )
 
 
+# The header section: field name, attribute, the default a header without it means.
+_HEADER = (
+    ("durable", "durable", False),
+    ("priority", "priority", 4),
+    ("ttl", "ttl", 0),
+    ("first_acquirer", "first_acquirer", False),
+    ("delivery_count", "delivery_count", 0),
+)
+
+
 def message_record(message: Message) -> dict[str, Any]:
-    """``{"body", "properties", "application_properties"}`` of ``message``, JSON-ready."""
+    """``{"body", "header", "properties", "application_properties"}`` of ``message``,
+    JSON-ready."""
+    header = {
+        name: _plain(getattr(message, attribute))
+        for name, attribute, default in _HEADER
+        if getattr(message, attribute) != default
+    }
     properties = {}
     for name, attribute in _PROPERTIES:
         value = getattr(message, attribute)
@@ -44,6 +62,7 @@ def message_record(message: Message) -> dict[str, Any]:
             del properties[name]
     return {
         "body": _plain(message.body),
+        "header": header,
         "properties": properties,
         "application_properties": _plain(message.properties or {}),
     }

@@ -58,6 +58,9 @@ class SendOptions:
     subject: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     """Application properties besides ``seq``."""
+    durable: bool = False
+    """The header's durable: a queue's host then takes responsibility for each message (its
+    store has it) before it is accepted."""
     to: str | None = None
     security: Security | None = None
     finish_timeout: float = FINISH_TIMEOUT
@@ -235,6 +238,7 @@ class TrafficSender:
             subject=options.subject,
             properties={**options.properties, "seq": seq},
             body=self.body,
+            durable=options.durable,
         )
         # Bytes as a data section, as most clients send them; a --body string as amqp-value.
         message.inferred = isinstance(self.body, bytes)
