@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from collector.receiver import Collector, Settings
+from collector.settings import Settings
 from router.log import FORMATS, LEVELS, configure
 
 PROG = "routernet-collector"
@@ -124,6 +124,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        from collector.receiver import Collector
+    except ModuleNotFoundError as err:  # pip install routernet without [collector]
+        print(
+            f"{PROG}: {err.name} is not installed: the collector is routernet's optional group"
+            " [collector] (pip install 'routernet[collector]')",
+            file=sys.stderr,
+        )
+        return 2
     configure(args.log_level, args.log_format)
     # Proton's own debug lines are one per reactor event: noise, whatever our level.
     logging.getLogger("proton").setLevel(max(logging.WARNING, LEVELS[args.log_level]))

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -40,10 +39,11 @@ from proton.reactor import Container
 from collector.arrow import record_batch
 from collector.buffer import Buffer, RecentIds
 from collector.partitions import split
+from collector.settings import Settings
 from collector.store import write_flush
 from router.connector import STABLE_SECONDS, backoff_delay
 from router.log import get_logger
-from router.telemetry.schema import TELEMETRY_ADDRESS, TELEMETRY_SUBJECT, SchemaError, decode_batch
+from router.telemetry.schema import TELEMETRY_SUBJECT, SchemaError, decode_batch
 
 log = get_logger("collector")
 
@@ -51,18 +51,6 @@ TICK_SECONDS = 0.1
 DRAIN_TIMEOUT = 2.0
 CLOSE_TIMEOUT = 2.0
 DECODE_ERROR = "amqp:decode-error"
-
-
-@dataclass(frozen=True)
-class Settings:
-    url: str = "amqp://127.0.0.1:5672"
-    dataset: Path = Path("telemetry")
-    address: str = TELEMETRY_ADDRESS
-    container_id: str = "routernet-collector"
-    max_rows: int = 100_000
-    max_seconds: float = 10.0
-    credit: int = 100
-    dedup_ids: int = 1_000_000
 
 
 @dataclass

@@ -120,9 +120,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     say = (lambda _: None) if getattr(args, "quiet", False) else _progress(prog)
     try:
         if args.command != "generate":
-            from pipeline.session import find_java
+            from pipeline.session import prerequisites
 
-            find_java()  # before any progress line: no Java is one line
+            prerequisites()  # before any progress line: no Java (or PySpark) is one line
         return _run(args, say)
     except PipelineError as err:
         print(f"{prog}: {err}", file=sys.stderr)
@@ -288,9 +288,9 @@ def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:
     args.quiet = False
     say = _progress(prog)
     try:
-        from pipeline.session import find_java
+        from pipeline.session import prerequisites
 
-        find_java()
+        prerequisites()
         return run_analyze(
             args.state_dir / "telemetry",
             _range(args),

@@ -1,7 +1,8 @@
 """The SparkSession: found Java first, settings for small local jobs, progress on.
 
 Java is looked for before pyspark starts one (JAVA_HOME, then PATH), so a machine without it
-gets one line saying so instead of a gateway traceback.
+gets one line saying so instead of a gateway traceback; and PySpark itself, which `pip install
+routernet` leaves out (the pipeline is the optional group [pipeline]), before anything else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+
+
+def prerequisites() -> None:
+    """PySpark installed and Java found; PipelineError saying which is not."""
+    try:
+        import pyspark  # noqa: F401
+    except ModuleNotFoundError as err:
+        raise PipelineError(
+            f"{err.name} is not installed: the pipeline is routernet's optional group"
+            " [pipeline] (pip install 'routernet[pipeline]')"
+        ) from None
+    find_java()
 
 
 def find_java() -> str:

@@ -262,3 +262,26 @@ def test_the_router_image_runs_routers_and_clients_without_the_optional_groups(
     assert receive.returncode == 0, err
     assert json.loads(out)["received"] == 20
     assert "Traceback" not in router.log()
+
+
+@pytest.mark.parametrize(
+    ("command", "group"),
+    [
+        (["router_operator.cli"], "operator"),
+        (["collector", "--url", "amqp://127.0.0.1:1", "--dataset", "{tmp}/data"], "collector"),
+        (["pipeline", "analyze", "{tmp}/data"], "pipeline"),
+        (["router_operator.local_cli", "analyze", "--state-dir", "{tmp}/state"], "pipeline"),
+    ],
+    ids=["routernet-operator", "routernet-collector", "python -m pipeline", "routernet analyze"],
+)
+def test_a_command_without_its_group_says_so_in_one_line(
+    tmp_path: Path, command: list[str], group: str
+) -> None:
+    """pip install routernet has the router alone: the other commands name the group that
+    brings what they miss rather than end in a traceback."""
+    env = without(tmp_path, (group,))
+    argv = [sys.executable, "-m", *(arg.replace("{tmp}", str(tmp_path)) for arg in command)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.endswith(f"(pip install 'routernet[{group}]')"), line

@@ -21,9 +21,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-import kopf
-
-from router_operator import handlers
 from router_operator.reconciler import OperatorConfig
 
 
@@ -55,6 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = OperatorConfig.from_env(os.environ)
     except ValueError as err:
         print(f"routernet-operator: {err}", file=sys.stderr)
+        return 2
+    try:
+        import kopf
+
+        from router_operator import handlers
+    except ModuleNotFoundError as err:  # pip install routernet without [operator]
+        print(
+            f"routernet-operator: {err.name} is not installed: the operator is routernet's"
+            " optional group [operator] (pip install 'routernet[operator]')",
+            file=sys.stderr,
+        )
         return 2
     kopf.configure(verbose=args.verbose)
     logging.getLogger("router_operator").setLevel(logging.DEBUG if args.verbose else logging.INFO)
