@@ -103,7 +103,7 @@ class Cluster:
         if not 200 <= response.status <= 299:
             text = response.read().decode("utf-8", "replace")
             connection.close()
-            raise KubeApiError(response.status, response.reason, _status_message(text))
+            raise KubeApiError(response.status, response.reason, status_message(text))
         return connection, response
 
     def request(
@@ -144,7 +144,7 @@ class Cluster:
             connection.close()
 
 
-def _status_message(text: str) -> str:
+def status_message(text: str) -> str:
     """The message of a metav1.Status answer, else the text (shortened)."""
     try:
         message = json.loads(text).get("message")

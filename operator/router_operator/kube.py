@@ -32,6 +32,7 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
+from router.kubeapi import status_message
 from router_operator.api import ApiError, resource_path
 
 FIELD_MANAGER = "routernet-operator"
@@ -228,7 +229,7 @@ class KubeClient:
             raise ApiError(0, type(err).__name__, str(err)) from err
         text = response.data.decode("utf-8", "replace") if response.data else ""
         if not 200 <= response.status <= 299:
-            raise ApiError(response.status, str(response.reason or ""), _status_message(text))
+            raise ApiError(response.status, str(response.reason or ""), status_message(text))
         return json.loads(text) if text else None
 
 
@@ -253,12 +254,3 @@ def _pool(configuration: kubernetes.client.Configuration) -> urllib3.PoolManager
             configuration.proxy, proxy_headers=configuration.proxy_headers, **options
         )
     return urllib3.PoolManager(**options)
-
-
-def _status_message(text: str) -> str:
-    """The message of a metav1.Status answer, else the raw text (shortened)."""
-    try:
-        message = json.loads(text).get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message) if message else text[:500]
