@@ -26,7 +26,7 @@ IMAGES = {
     "router": ("", '["routernet-router"]'),
     "operator": ("operator", '["routernet-operator"]'),
     "collector": ("collector", '["routernet-collector"]'),
-    "pipeline": ("pipeline", '["python", "-m", "pipeline"]'),
+    "pipeline": ("pipeline", '["python", "-m", "pipeline.entrypoint"]'),
 }
 DOCKERFILES = {name: ROOT / f"Dockerfile.{name}" for name in IMAGES}
 

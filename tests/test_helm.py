@@ -64,6 +64,8 @@ SCENARIOS: dict[str, list[str]] = {
         "collector.storage.size=200Gi",
     ],
     "no-collector": ["collector.enabled=false"],
+    "spark": ["spark.enabled=true"],
+    "spark-namespaces": ["spark.enabled=true", "spark.namespaces={messaging}"],
 }
 
 
@@ -172,6 +174,24 @@ def test_kinds_per_scenario() -> None:
         for doc in render(name):
             if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
                 assert doc["metadata"]["namespace"] in (NAMESPACE, "messaging"), doc
+
+
+def test_spark_drivers_get_an_account_that_may_run_their_executors() -> None:
+    """spark-submit --master k8s:// with serviceAccountName=routernet-spark, in the release
+    namespace or the ones named (where the collectors' claims are)."""
+    assert not [d for d in render("cluster") if d["metadata"]["name"] == "routernet-spark"]
+    for scenario, namespace in (("spark", NAMESPACE), ("spark-namespaces", "messaging")):
+        docs = [d for d in render(scenario) if d["metadata"]["name"] == "routernet-spark"]
+        assert sorted(d["kind"] for d in docs) == ["Role", "RoleBinding", "ServiceAccount"]
+        assert {d["metadata"]["namespace"] for d in docs} == {namespace}
+        role = one(tuple(docs), "Role")
+        pods = next(r for r in role["rules"] if "pods" in r["resources"])
+        assert {"create", "watch", "delete"} <= set(pods["verbs"])
+        assert set(pods["resources"]) == {"pods", "services", "configmaps"}
+        binding = one(tuple(docs), "RoleBinding")
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "routernet-spark", "namespace": namespace}
+        ]
 
 
 # --- the operator Deployment -------------------------------------------------------------------
