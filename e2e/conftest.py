@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 VERSION = str(yaml.safe_load((ROOT / "helm/routernet/Chart.yaml").read_text())["appVersion"])
-IMAGES = {name: f"routernet/{name}:{VERSION}" for name in ("router", "operator", "collector")}
+IMAGES = {
+    name: f"routernet/{name}:{VERSION}" for name in ("router", "operator", "collector", "pipeline")
+}
 RELEASE = "rn-e2e"
 SYSTEM = "rn-e2e-system"
 NETWORK = "rn-e2e"
@@ -107,7 +109,7 @@ def images() -> dict[str, str]:
         ).stdout  # fmt: skip
         if dirty:
             say("note: uncommitted changes are not in the images (kube-aid builds the last commit)")
-        command = 'DOCKERFILES="router operator collector" kube-aid images'
+        command = 'DOCKERFILES="router operator collector pipeline" kube-aid images'
     if command is None:
         pytest.exit(
             "set ROUTERNET_E2E_LOAD_IMAGES to a command that builds and loads "
@@ -132,9 +134,12 @@ def operator(images: dict[str, str]) -> str:
     """The chart installed with its CRDs, the operator Ready: its namespace."""
     clean()
     started = time.monotonic()
+    # The examples' namespace first: the chart gives Spark's driver an account there.
+    kube.kubectl("create", "namespace", NETWORK)
     command = [
         "helm", "install", RELEASE, str(ROOT / "helm/routernet"), "-n", SYSTEM,
         "--create-namespace", "--wait", "--timeout", "3m",
+        "--set", "spark.enabled=true", "--set", f"spark.namespaces={{{NETWORK}}}",
     ]  # fmt: skip
     kube.run(command, timeout=240)
     say(f"{shlex.join(command[:6])}: operator Ready in {time.monotonic() - started:.0f} s")
@@ -145,7 +150,6 @@ def operator(images: dict[str, str]) -> str:
 def network(operator: str) -> Iterator[str]:
     """examples/routers.yaml and examples/addresses.yaml applied in NETWORK, as the README
     says; every Router Ready."""
-    kube.kubectl("create", "namespace", NETWORK)
     started = time.monotonic()
     for name in ("routers.yaml", "addresses.yaml"):
         kube.apply(NETWORK, (ROOT / "examples" / name).read_text())
@@ -165,6 +169,6 @@ def clients(network: str, images: dict[str, str]) -> str:
     """A ConfigMap with e2e/clients/ for client pods to mount."""
     kube.kubectl(
         "-n", network, "create", "configmap", "e2e-clients",
-        f"--from-file={ROOT / 'e2e/clients/peer.py'}",
+        f"--from-file={ROOT / 'e2e/clients'}",
     )  # fmt: skip
     return "e2e-clients"
