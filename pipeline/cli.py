@@ -2,7 +2,8 @@
 
     analyze DATASET [--from ISO] [--to ISO] [--output DIR] [--master URL]
     compact DATASET                   roll closed hours and days up (rollup.py)
-    recommend DATASET [--target MSGS_PER_S] [--output DIR]
+    recommend DATASET [--target MSGS_PER_S] [--output DIR] [--compact]
+              [--configmap NAME --namespace NS]
     stream DATASET --output DIR [--once]
     generate DATASET [--rows N] [--hours H] [--seed S]
 
@@ -81,6 +82,17 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     recommend.add_argument("--namespace", default=None, help="metadata.namespace of the patch")
     recommend.add_argument("--output", type=Path, default=Path("recommendation"), metavar="DIR")
+    recommend.add_argument(
+        "--compact",
+        action="store_true",
+        help="roll closed hours and days up first (as compact does), in the same Spark session",
+    )
+    recommend.add_argument(
+        "--configmap",
+        metavar="NAME",
+        help="also write the recommendation to this ConfigMap of --namespace (predictive"
+        " autoscaling reads routernet-recommendation-<network>), through the Kubernetes API",
+    )
     add_spark_options(recommend)
     stream = commands.add_parser(
         "stream", help="keep per-router load and recommendations current (Structured Streaming)"
@@ -171,6 +183,8 @@ def _run(args: argparse.Namespace, say) -> int:  # type: ignore[no-untyped-def]
         print(f"rolled up {done['hours']} hours and {done['days']} days")
         return 0
     if args.command == "recommend":
+        if args.configmap and not args.namespace:
+            raise PipelineError("--configmap needs --namespace: the ConfigMap's namespace")
         from pipeline.recommend import run_recommend
 
         return run_recommend(args, _range(args), say)

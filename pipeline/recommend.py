@@ -236,6 +236,12 @@ def run_recommend(args: argparse.Namespace, time_range: Any, say: Callable[[str]
     target = args.target or DEFAULT_TARGET
     say("starting Spark")
     spark = _session(args, "routernet-recommend")
+    if args.compact:
+        from pipeline.rollup import compact
+
+        say("compacting closed hours and days")
+        done = compact(spark, args.dataset)
+        print(f"rolled up {done['hours']} hours and {done['days']} days")
     say("load history and path latencies")
     rec = compute(spark, args.dataset, time_range, target)
     write(rec, args.output, args.namespace)
@@ -246,4 +252,9 @@ def run_recommend(args: argparse.Namespace, time_range: Any, say: Callable[[str]
             f" {r['peakPodMsgsPerSecond']:,.0f})"
         )
     print(f"{len(rec['connections'])} connection costs; wrote {args.output}")
+    if args.configmap:
+        from pipeline.publish import publish
+
+        publish(rec, args.configmap, args.namespace)
+        print(f"wrote ConfigMap {args.namespace}/{args.configmap}")
     return 0
