@@ -21,7 +21,9 @@ import pytest
 import yaml
 from router_operator.models import DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import RouterDecl, plan_namespace
+from router_operator.reconciler import recommend_from_env
 from router_operator.render import render_router
+from router_operator.render_recommend import RecommendSettings, render_recommend
 
 import router
 
@@ -65,6 +67,12 @@ SCENARIOS: dict[str, list[str]] = {
     ],
     "no-collector": ["collector.enabled=false"],
     "spark": ["spark.enabled=true"],
+    "recommend": [
+        "recommend.enabled=true",
+        "recommend.target=2500",
+        "recommend.schedule=*/5 * * * *",
+        "recommend.image.tag=v2",
+    ],
     "spark-namespaces": ["spark.enabled=true", "spark.namespaces={messaging}"],
 }
 
@@ -246,6 +254,24 @@ def test_every_image_is_tagged_with_the_charts_app_version() -> None:
     assert f"routernet/collector:{chart['appVersion']}" == DEFAULT_COLLECTOR_IMAGE
 
 
+def test_recommendations_are_off_unless_asked() -> None:
+    env = {e["name"]: e.get("value") for e in container(render("cluster"))["env"]}
+    assert env["ROUTERNET_RECOMMEND_ENABLED"] == "false"
+    assert not any(k.startswith("ROUTERNET_RECOMMEND_") and "ENABLED" not in k for k in env)
+    env = {e["name"]: e.get("value") for e in container(render("recommend"))["env"]}
+    assert env["ROUTERNET_RECOMMEND_ENABLED"] == "true"
+    assert env["ROUTERNET_RECOMMEND_IMAGE"] == "routernet/pipeline:v2"
+    assert env["ROUTERNET_RECOMMEND_SCHEDULE"] == "*/5 * * * *"
+    assert env["ROUTERNET_RECOMMEND_TARGET"] == "2500"
+    # What the operator makes of it is what the chart meant.
+    assert recommend_from_env(env) == RecommendSettings(
+        image="routernet/pipeline:v2",
+        image_pull_policy="IfNotPresent",
+        schedule="*/5 * * * *",
+        target=2500.0,
+    )
+
+
 def test_collector_off() -> None:
     env = {e["name"]: e.get("value") for e in container(render("no-collector"))["env"]}
     assert env["ROUTERNET_COLLECTOR_ENABLED"] == "false"
@@ -318,6 +344,7 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
         "policy/poddisruptionbudgets",
         "apps/deployments",  # the telemetry collector of each network, and its volume
         "persistentvolumeclaims",
+        "batch/cronjobs",  # recommend.enabled: the recommendations of each network
     ):
         assert granted[child] == MANAGE, child
     # Autoscaling modes hpa and keda: applied, read before removal, deleted; never watched.
@@ -349,7 +376,14 @@ def test_rbac_lets_the_operator_grant_the_routers_config_reader_role(scenario: s
     p = plan_namespace(NAMESPACE, [RouterDecl("core", uid="uid-core")])
     role = next(o for o in render_router(p.router("core")) if o["kind"] == "Role")
     assert {r["resources"][0] for r in role["rules"]} == {"configmaps", "pods"}
-    for rule in role["rules"]:
+    # And the recommendation CronJob's Role, which writes its network's ConfigMap.
+    settings = RecommendSettings(image="p")
+    recommend = next(
+        o
+        for o in render_recommend(p.networks["default"], NAMESPACE, settings)
+        if o["kind"] == "Role"
+    )
+    for rule in [*role["rules"], *recommend["rules"]]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 key = f"{group}/{resource}" if group else resource

@@ -183,4 +183,4 @@ def test_a_failed_apply_is_a_transient_failure_routers_still_applied() -> None:
     snapshot = Snapshot(NS, routers=(body("Router", "hub", {}),))
     result = reconcile_namespace(snapshot, api, OperatorConfig(collector=SETTINGS), Memory())
     assert "StatefulSet/hub" in api.applied
-    assert result.transient and "collector of network default" in result.failures[0]
+    assert result.transient and "telemetry of network default" in result.failures[0]

@@ -55,6 +55,9 @@ that created them; resolved by the operator instead, an operator upgrade upgrade
 DEFAULT_COLLECTOR_IMAGE = f"routernet/collector:{__version__}"
 """The telemetry collectors' image (Dockerfile.collector) unless ROUTERNET_COLLECTOR_IMAGE
 names another: the router image has no Parquet writer."""
+DEFAULT_PIPELINE_IMAGE = f"routernet/pipeline:{__version__}"
+"""The recommendation CronJobs' image (Dockerfile.pipeline) unless ROUTERNET_RECOMMEND_IMAGE
+names another."""
 
 ROUTER_CONTAINER = "router"
 """The router's container in the pod template; podTemplate overrides match containers by name."""

@@ -50,7 +50,12 @@ from router_operator.api import Api, ApiError
 from router_operator.autoscaling import AutoscalingSpec
 from router_operator.handoff import HandOff, hand_off
 from router_operator.mesh import PodReport, mesh_verdicts
-from router_operator.models import API_VERSION, DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
+from router_operator.models import (
+    API_VERSION,
+    DEFAULT_COLLECTOR_IMAGE,
+    DEFAULT_PIPELINE_IMAGE,
+    DEFAULT_ROUTER_IMAGE,
+)
 from router_operator.planner import (
     BLOCKING,
     DEFAULT_CLUSTER_DOMAIN,
@@ -76,6 +81,7 @@ from router_operator.render_collector import (
     CollectorSettings,
     render_collector,
 )
+from router_operator.render_recommend import DEFAULT_SCHEDULE, RecommendSettings, render_recommend
 from router_operator.rollout import stuck_pods
 
 log = logging.getLogger("router_operator.reconciler")
@@ -102,6 +108,9 @@ class OperatorConfig:
     prometheus_url: str = DEFAULT_PROMETHEUS_URL
     """The Prometheus that KEDA's triggers query (Routers with ``autoscaling.mode: keda``): the
     one scraping the router pods, as KEDA's pods reach it."""
+    recommend: RecommendSettings | None = None
+    """How to schedule recommendations per network (a network with a collector); None: not at
+    all, the default (ROUTERNET_RECOMMEND_ENABLED)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
@@ -132,6 +141,7 @@ class OperatorConfig:
             metrics_port=port,
             collector=collector_from_env(env),
             prometheus_url=prometheus,
+            recommend=recommend_from_env(env),
         )
 
 
@@ -185,6 +195,44 @@ def collector_from_env(env: Mapping[str, str]) -> CollectorSettings | None:
         image_pull_policy=policy,
         storage_class=storage_class,
         storage_size=size,
+    )
+
+
+def recommend_from_env(env: Mapping[str, str]) -> RecommendSettings | None:
+    """ROUTERNET_RECOMMEND_ENABLED (false unless "true"), ROUTERNET_RECOMMEND_IMAGE (default:
+    DEFAULT_PIPELINE_IMAGE), ROUTERNET_RECOMMEND_IMAGE_PULL_POLICY, ROUTERNET_RECOMMEND_SCHEDULE
+    (a cron schedule, default hourly at 17 past), ROUTERNET_RECOMMEND_TARGET (msgs/s per router
+    at peak; default the pipeline's); ValueError names the variable at fault."""
+    enabled = (env.get("ROUTERNET_RECOMMEND_ENABLED") or "false").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"ROUTERNET_RECOMMEND_ENABLED={enabled!r}: expected true or false")
+    if enabled == "false":
+        return None
+    image = (env.get("ROUTERNET_RECOMMEND_IMAGE") or "").strip() or DEFAULT_PIPELINE_IMAGE
+    if any(c.isspace() for c in image):
+        raise ValueError(f"ROUTERNET_RECOMMEND_IMAGE={image!r}: an image has no whitespace")
+    schedule = " ".join((env.get("ROUTERNET_RECOMMEND_SCHEDULE") or DEFAULT_SCHEDULE).split())
+    if not (schedule.startswith("@") or len(schedule.split()) == 5):
+        raise ValueError(
+            f"ROUTERNET_RECOMMEND_SCHEDULE={schedule!r}: expected five cron fields"
+            " (minute hour day month weekday) or @hourly, @daily..."
+        )
+    target_text = (env.get("ROUTERNET_RECOMMEND_TARGET") or "").strip()
+    target = None
+    if target_text:
+        try:
+            target = float(target_text)
+        except ValueError:
+            target = -1.0
+        if not 0 < target < float("inf"):
+            raise ValueError(
+                f"ROUTERNET_RECOMMEND_TARGET={target_text!r}: expected messages per second > 0"
+            )
+    return RecommendSettings(
+        image=image,
+        image_pull_policy=_pull_policy(env, "ROUTERNET_RECOMMEND_IMAGE_PULL_POLICY"),
+        schedule=schedule,
+        target=target,
     )
 
 
@@ -348,7 +396,7 @@ def reconcile_namespace(
 
     if config.collector is not None:
         for network in sorted(plan.networks.values(), key=lambda n: n.name):
-            _apply_collector(network, ns, api, config, result, memory)
+            _apply_telemetry(network, ns, api, config, result, memory)
     _unstick_rollouts(routers, snapshot, api, result, memory)
 
     verdicts = mesh_verdicts(router_decls, snapshot.pods)
@@ -718,7 +766,7 @@ def _autoscaler_failure(
     return Problem("Router", router.name, reason, message)
 
 
-def _apply_collector(
+def _apply_telemetry(
     network: NetworkPlan,
     namespace: str,
     api: Api,
@@ -726,10 +774,13 @@ def _apply_collector(
     result: Result,
     memory: Memory | None,
 ) -> None:
-    """The network's collector (render_collector.py). A failure is logged and retried like any
-    other; the Routers' statuses do not depend on it."""
+    """The network's collector (render_collector.py) and, when the chart asks, the CronJob of
+    its recommendations on the collector's dataset (render_recommend.py). A failure is logged
+    and retried like any other; the Routers' statuses do not depend on them."""
     assert config.collector is not None
     children = render_collector(network, namespace, config.collector, config.cluster_domain)
+    if children and config.recommend is not None:
+        children += render_recommend(network, namespace, config.recommend)
     applied = memory.applied if memory is not None else {}
     for child in children:
         key = f"network/{network.name}/{child['kind']}/{child['metadata']['name']}"
@@ -743,7 +794,7 @@ def _apply_collector(
         except ApiError as err:
             what = f"{child['kind']} {child['metadata']['name']}"
             log.warning("namespace %s: applying %s failed: %s", namespace, what, err)
-            result.failures.append(f"collector of network {network.name}: applying {what}: {err}")
+            result.failures.append(f"telemetry of network {network.name}: applying {what}: {err}")
             result.transient |= err.transient
             return
         result.applied_objects += 1
