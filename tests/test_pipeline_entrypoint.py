@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyspark
 import pytest
+import yaml
+from router_operator.render_collector import claim_name
 
+import router
+from pipeline.cli import parser as pipeline_parser
 from pipeline.entrypoint import EXECUTOR_BACKEND, MissingSetting, driver_command, executor_command
 from pipeline.entrypoint import main as entrypoint
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HOME = Path("/opt/routernet/lib/python3.11/site-packages/pyspark")
 EXECUTOR_ENV = {
@@ -82,3 +89,33 @@ def test_an_executor_pod_without_its_settings_says_so() -> None:
 def test_anything_else_is_the_pipelines_command_line(tmp_path: Path) -> None:
     assert entrypoint(["generate", str(tmp_path), "--rows", "20", "--hours", "1"]) == 0
     assert list((tmp_path / "flow").rglob("*.parquet"))
+
+
+def test_the_spark_operator_example_runs_the_job_make_e2e_submits() -> None:
+    """examples/spark/analyze.yaml (not run here: no Spark Operator) says what the spark-submit
+    that make e2e runs says: the image and its application file, the chart's account for the
+    driver, the collector's claim, two executors, and a command line the pipeline takes."""
+    app = yaml.safe_load((ROOT / "examples/spark/analyze.yaml").read_text())
+    assert (app["apiVersion"], app["kind"]) == ("sparkoperator.k8s.io/v1beta2", "SparkApplication")
+    spec = app["spec"]
+    assert (spec["type"], spec["mode"], spec["sparkVersion"]) == (
+        "Python",
+        "cluster",
+        pyspark.__version__,
+    )
+    assert spec["image"] == f"routernet/pipeline:{router.__version__}"
+    job = spec["mainApplicationFile"].removeprefix("local://")
+    assert (
+        f"COPY --from=build /src/pipeline/job.py {job}"
+        in (ROOT / "Dockerfile.pipeline").read_text()
+    )
+    args = pipeline_parser().parse_args(spec["arguments"])
+    assert args.command == "analyze"
+    [volume] = spec["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim_name("default")
+    for role in ("driver", "executor"):
+        [mount] = spec[role]["volumeMounts"]
+        assert mount["name"] == volume["name"]
+        assert str(args.dataset).startswith(mount["mountPath"])
+    assert spec["driver"]["serviceAccount"] == "routernet-spark"  # the chart's spark.enabled
+    assert spec["executor"]["instances"] == 2
