@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import kube
 from conftest import say
 
@@ -40,8 +42,8 @@ def test_a_router_with_hpa_autoscaling_gets_its_hpa(network: str) -> None:
     assert metrics == {"routernet_deliveries", "routernet_connections"}, spec["metrics"]
     owners = [ref["name"] for ref in hpa["metadata"]["ownerReferences"]]
     assert owners == ["scaled"]
-    # The HPA controller finds the Router's scale subresource (without a metrics adapter it
-    # has no metrics: ScalingActive stays False, which is not this step's business).
+    # The HPA controller finds the Router's scale subresource; without a metrics adapter it
+    # has no metrics, and its conditions say so.
     kube.wait_for(
         "the HPA controller to read the Router's scale",
         lambda: (
@@ -50,11 +52,19 @@ def test_a_router_with_hpa_autoscaling_gets_its_hpa(network: str) -> None:
         ),
         90,
     )
+
+    def inactive() -> dict[str, Any] | None:
+        found = kube.condition(kube.get(network, "hpa", "scaled"), "ScalingActive")
+        return found if found.get("status") == "False" else None
+
+    why = kube.wait_for("the HPA to say why it cannot scale", inactive, 90)
+    assert why["reason"] == "FailedGetPodsMetric", why
+    assert "custom.metrics.k8s.io" in why["message"], why
     kube.kubectl("-n", network, "delete", "rtr", "scaled", "--wait=true", timeout=120)
     kube.wait_for(
         "the HPA to go with its Router", lambda: not kube.exists(network, "hpa", "scaled"), 60
     )
     say(
-        "Router scaled (autoscaling.mode hpa): its HPA made, read by the HPA controller,"
-        " gone with it"
+        "Router scaled (autoscaling.mode hpa): its HPA made, read by the HPA controller"
+        f" (ScalingActive False, {why['reason']}: {why['message'][:80]}...), gone with it"
     )
