@@ -19,9 +19,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from router_operator.environment import recommend_from_env
 from router_operator.models import DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
 from router_operator.planner import RouterDecl, plan_namespace
-from router_operator.reconciler import recommend_from_env
 from router_operator.render import render_router
 from router_operator.render_recommend import RecommendSettings, render_recommend
 

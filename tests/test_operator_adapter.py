@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from router_operator import adapter
 from router_operator.adapter import Application
+from router_operator.environment import OperatorConfig
 from router_operator.gateway import (
     ConnectorTlsDecl,
     GatewayConnectorDecl,
@@ -18,7 +19,7 @@ from router_operator.gateway import (
 )
 from router_operator.models import API_VERSION, PAUSE_ANNOTATION, READY, RECONCILIATION_PAUSED
 from router_operator.planner import LinkRouteConnectionDecl, LinkRouteDecl, Problem
-from router_operator.reconciler import OperatorConfig, Snapshot, reconcile_namespace
+from router_operator.reconciler import Snapshot, reconcile_namespace
 from router_operator.render import LINK_ROUTES_KEY
 
 NS = "msg"

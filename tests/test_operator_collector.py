@@ -8,14 +8,9 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from router_operator.environment import OperatorConfig, collector_from_env
 from router_operator.planner import ListenerDecl, RouterDecl, plan_namespace
-from router_operator.reconciler import (
-    Memory,
-    OperatorConfig,
-    Snapshot,
-    collector_from_env,
-    reconcile_namespace,
-)
+from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
 from router_operator.render_collector import (
     DATASET_DIR,
     CollectorSettings,

@@ -34,8 +34,10 @@ import pytest
 from harness import write_kubeconfig
 from router_operator import adapter, handlers
 from router_operator.api import ApiError, resource_path
+from router_operator.autoscaling import AutoscalingStatus
 from router_operator.cli import main as cli_main
 from router_operator.cli import parse_args
+from router_operator.environment import OperatorConfig
 from router_operator.kube import KubeClient
 from router_operator.models import (
     API_VERSION,
@@ -47,7 +49,7 @@ from router_operator.models import (
     RECONCILIATION_PAUSED,
     RouterStatus,
 )
-from router_operator.reconciler import OperatorConfig, Reconciler, Snapshot, reconcile_namespace
+from router_operator.reconciler import Memory, Reconciler, Snapshot, reconcile_namespace
 from router_operator.render import DIGEST_ANNOTATION, selector
 
 NS = "msg"
@@ -1041,6 +1043,35 @@ def test_a_failed_apply_is_that_routers_status_only(code: int, transient: bool) 
     again = FakeApi(api.fail)
     reconcile_namespace(Snapshot(NS, routers=tuple(stored)), again, OperatorConfig())
     assert set(again.statuses) == set(), again.statuses
+
+
+def test_a_routers_status_keeps_what_its_autoscaler_said() -> None:
+    """The autoscaler's word goes out with every status the reconciler writes: when both wrote
+    their conditions list in a merge patch, each reconcile dropped the autoscaler's (seen on a
+    cluster, make e2e) until its next pass."""
+    said = RouterStatus()
+    said.autoscaling = AutoscalingStatus(mode="operator", desiredReplicas=2)
+    said.set_condition("ScalingActive", "True", "ValidMetricFound", "messagesPerSecond")
+    said.set_condition("Ready", "False", "NotTheAutoscalers", "its own conditions only")
+    memory = Memory()
+    memory.autoscaler["uid-hub"] = said
+    router = body("Router", "hub", {"replicas": 2})
+    api = FakeApi()
+    reconcile_namespace(Snapshot(NS, routers=(router,)), api, OperatorConfig(), memory)
+    written = api.statuses["Router/hub"]
+    conditions = {c["type"]: c for c in written["conditions"]}
+    assert written["autoscaling"]["desiredReplicas"] == 2
+    assert conditions["ScalingActive"]["reason"] == "ValidMetricFound"
+    assert conditions["Ready"]["reason"] != "NotTheAutoscalers"  # the reconciler's, still
+    assert "ConfigApplied" in conditions
+    # A later word replaces the earlier: autoscaling removed from the Router, nothing of it.
+    memory.autoscaler["uid-hub"] = RouterStatus()
+    stored = {**router, "status": written}
+    again = FakeApi()
+    reconcile_namespace(Snapshot(NS, routers=(stored,)), again, OperatorConfig(), memory)
+    rewritten = again.statuses["Router/hub"]
+    assert rewritten.get("autoscaling") is None
+    assert "ScalingActive" not in {c["type"] for c in rewritten["conditions"]}
 
 
 def test_children_are_applied_in_order_rbac_before_the_statefulset() -> None:

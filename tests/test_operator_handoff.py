@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from router_operator import adapter
+from router_operator.environment import OperatorConfig
 from router_operator.handoff import IDLE, MOVING, STORE_HAND_OFF, HandOff, hand_off
 from router_operator.mesh import PodReport, pod_report
 from router_operator.nodes import NodeDecl, StoreDecl
 from router_operator.planner import AddressDecl, RouterDecl, plan_namespace
-from router_operator.reconciler import Memory, OperatorConfig, Snapshot, reconcile_namespace
+from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
 from router_operator.render import selector_labels
 from test_operator_handlers import (
     NS,

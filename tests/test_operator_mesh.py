@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from router_operator import adapter
+from router_operator.environment import OperatorConfig
 from router_operator.handlers import MANAGED_BY_SELECTOR
 from router_operator.mesh import (
     CONNECTED,
@@ -22,12 +23,7 @@ from router_operator.mesh import (
 )
 from router_operator.models import READY
 from router_operator.planner import RouterDecl
-from router_operator.reconciler import (
-    OperatorConfig,
-    Snapshot,
-    reconcile_namespace,
-    refresh_router_statuses,
-)
+from router_operator.reconciler import Snapshot, reconcile_namespace, refresh_router_statuses
 from router_operator.render import selector_labels
 from test_operator_handlers import (
     NS,

@@ -10,14 +10,9 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from router_operator.environment import OperatorConfig, recommend_from_env
 from router_operator.planner import RouterDecl, plan_namespace
-from router_operator.reconciler import (
-    Memory,
-    OperatorConfig,
-    Snapshot,
-    recommend_from_env,
-    reconcile_namespace,
-)
+from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
 from router_operator.render_collector import CollectorSettings
 from router_operator.render_collector import selector_labels as collector_labels
 from router_operator.render_recommend import RecommendSettings, render_recommend

@@ -22,15 +22,10 @@ from router_operator import adapter
 from router_operator import render_autoscaler as render_autoscaler_module
 from router_operator.api import ApiError
 from router_operator.autoscaling import AutoscalingSpec
+from router_operator.environment import OperatorConfig
 from router_operator.models import API_VERSION, READY, Router
 from router_operator.planner import RouterDecl, RouterPlan, plan_namespace
-from router_operator.reconciler import (
-    ABSENT,
-    Memory,
-    OperatorConfig,
-    Snapshot,
-    reconcile_namespace,
-)
+from router_operator.reconciler import ABSENT, Memory, Snapshot, reconcile_namespace
 from router_operator.render import labels, owner_reference
 from router_operator.render_autoscaler import (
     DEFAULT_PROMETHEUS_URL,

@@ -11,12 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 from router_operator.api import ApiError
+from router_operator.environment import OperatorConfig
 from router_operator.mesh import PodReport, pod_report
 from router_operator.models import PAUSE_ANNOTATION
 from router_operator.planner import RouterDecl, plan_namespace
 from router_operator.reconciler import (
     Memory,
-    OperatorConfig,
     Snapshot,
     reconcile_namespace,
     refresh_router_statuses,

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from router.config import Address as RouterAddress
 from router.gateway.config import Gateway as RouterGateway
 from router.nodes.config import NodeSettings
+from router_operator.autoscaling import CONDITIONS as AUTOSCALER_CONDITIONS
 from router_operator.gateway import (
     ConnectorTlsDecl,
     GatewayConnectorDecl,
@@ -478,11 +479,14 @@ def router_status(
     *,
     mesh: Verdict | None = None,
     handoff: HandOff | None = None,
+    autoscaler: RouterStatus | None = None,
     now: datetime | None = None,
 ) -> RouterStatus:
     """A Router's status from what its reconcile did, its StatefulSet's status and what its
     network's pods report (``mesh``; None: not observed) and, with a store, where a scale-in
-    stands (``handoff``: StoreHandOff says why the pods are kept, for kubectl describe).
+    stands (``handoff``: StoreHandOff says why the pods are kept, for kubectl describe); and
+    what the operator's autoscaler last said of it (``autoscaler``: its ``autoscaling`` and
+    conditions replace those it started from; None: nothing said since this process began).
 
     Ready is True when the children match the spec and every requested pod is ready.
     MeshConnected (and meshConnected) say whether the network's routers see each other; it does
@@ -533,6 +537,12 @@ def router_status(
         cond(READY, "False", "RoutersNotReady", pods)
     else:
         cond(READY, "True", "Ready", f"{pods}; configuration of generation {gen} applied")
+    if autoscaler is not None:
+        status.autoscaling = copy.deepcopy(autoscaler.autoscaling)
+        status.conditions = [
+            *(c for c in status.conditions if c.type not in AUTOSCALER_CONDITIONS),
+            *(c.model_copy() for c in autoscaler.conditions if c.type in AUTOSCALER_CONDITIONS),
+        ]
     return status
 
 

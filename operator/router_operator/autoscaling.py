@@ -170,6 +170,13 @@ def effective_rules(given: ScalingRules | None, default: ScalingRules) -> Scalin
     )
 
 
+SCALING_ACTIVE = "ScalingActive"
+SCALING_LIMITED = "ScalingLimited"
+ABLE_TO_SCALE = "AbleToScale"
+CONDITIONS = (ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED)
+"""The HPA's conditions, which the operator's autoscaler (scaler.py) sets on a Router."""
+
+
 class AutoscalingStatus(BaseModel):
     """What the autoscaler sees and did, beside the conditions ScalingActive, ScalingLimited
     and AbleToScale (the HPA's). Lenient, like all status."""

@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from router_operator.reconciler import OperatorConfig
+from router_operator.environment import OperatorConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

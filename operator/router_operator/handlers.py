@@ -42,6 +42,7 @@ import kopf
 from aiohttp import web
 
 from router_operator import kube, mesh
+from router_operator.environment import OperatorConfig
 from router_operator.models import (
     API_VERSION,
     GROUP,
@@ -51,7 +52,7 @@ from router_operator.models import (
     LinkRoute,
     Router,
 )
-from router_operator.reconciler import OperatorConfig, Reconciler, Snapshot
+from router_operator.reconciler import Reconciler, Snapshot
 from router_operator.scaler import SYNC_SECONDS, Scaler, fetch_metrics
 
 registry = kopf.OperatorRegistry()
@@ -229,6 +230,7 @@ async def startup(
         config,
         snapshot_source(indexes),
         namespaces,
+        reconciler.autoscaler_said,
         fetch=memo.get("fetch_metrics") or fetch_metrics,
         period=memo.get("autoscale_seconds") or SYNC_SECONDS,
     )

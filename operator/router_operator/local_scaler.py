@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from router_operator import predict
+from router_operator.autoscaling import ABLE_TO_SCALE
 from router_operator.models import Router, RouterStatus
 from router_operator.scaler import (
-    ABLE_TO_SCALE,
     SYNC_SECONDS,
     RouterScaling,
     fetch_metrics,

@@ -33,9 +33,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-import re
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,17 +46,15 @@ from router_operator import adapter
 from router_operator.adapter import Application, Parsed, RouterOutcome
 from router_operator.api import Api, ApiError
 from router_operator.autoscaling import AutoscalingSpec
+from router_operator.environment import OperatorConfig
 from router_operator.handoff import HandOff, hand_off
 from router_operator.mesh import PodReport, mesh_verdicts
 from router_operator.models import (
     API_VERSION,
-    DEFAULT_COLLECTOR_IMAGE,
-    DEFAULT_PIPELINE_IMAGE,
-    DEFAULT_ROUTER_IMAGE,
+    RouterStatus,
 )
 from router_operator.planner import (
     BLOCKING,
-    DEFAULT_CLUSTER_DOMAIN,
     NamespacePlan,
     NetworkPlan,
     Problem,
@@ -69,7 +65,6 @@ from router_operator.planner import (
 from router_operator.render import LINK_ROUTES_KEY, RenderError, config_map_name, render_router
 from router_operator.render_autoscaler import (
     AUTOSCALER_KINDS,
-    DEFAULT_PROMETHEUS_URL,
     KEDA_KIND,
     autoscaler_name,
     controlled_by,
@@ -77,163 +72,12 @@ from router_operator.render_autoscaler import (
     wanted_kind,
 )
 from router_operator.render_collector import (
-    DEFAULT_STORAGE_SIZE,
-    CollectorSettings,
     render_collector,
 )
-from router_operator.render_recommend import DEFAULT_SCHEDULE, RecommendSettings, render_recommend
+from router_operator.render_recommend import render_recommend
 from router_operator.rollout import stuck_pods
 
 log = logging.getLogger("router_operator.reconciler")
-
-PULL_POLICIES = ("Always", "IfNotPresent", "Never")
-
-
-@dataclass(frozen=True)
-class OperatorConfig:
-    """How this operator instance renders routers; from the environment the chart sets."""
-
-    router_image: str = DEFAULT_ROUTER_IMAGE
-    image_pull_policy: str | None = None
-    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
-    resync_seconds: float = 300.0
-    """A full reconcile of every namespace at least this often: puts back children that were
-    deleted or edited behind the operator's back (their events are not watched)."""
-    retry_seconds: float = 5.0
-    """The first retry after a failed reconcile; doubles up to ``resync_seconds``."""
-    metrics_port: int | None = None
-    collector: CollectorSettings | None = None
-    """How to run a telemetry collector per network; None runs none. from_env() turns it on
-    unless ROUTERNET_COLLECTOR_ENABLED=false; a config made in code (tests) leaves it off."""
-    prometheus_url: str = DEFAULT_PROMETHEUS_URL
-    """The Prometheus that KEDA's triggers query (Routers with ``autoscaling.mode: keda``): the
-    one scraping the router pods, as KEDA's pods reach it."""
-    recommend: RecommendSettings | None = None
-    """How to schedule recommendations per network (a network with a collector); None: not at
-    all, the default (ROUTERNET_RECOMMEND_ENABLED)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
-        """ROUTERNET_ROUTER_IMAGE, ROUTERNET_ROUTER_IMAGE_PULL_POLICY, ROUTERNET_CLUSTER_DOMAIN,
-        ROUTERNET_METRICS_PORT, ROUTERNET_PROMETHEUS_URL, ROUTERNET_COLLECTOR_*
-        (collector_from_env); ValueError names the variable at fault."""
-        policy = _pull_policy(env, "ROUTERNET_ROUTER_IMAGE_PULL_POLICY")
-        port_text = env.get("ROUTERNET_METRICS_PORT") or None
-        port = None
-        if port_text is not None:
-            if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-                raise ValueError(f"ROUTERNET_METRICS_PORT={port_text!r}: expected a TCP port")
-            port = int(port_text)
-        image = (env.get("ROUTERNET_ROUTER_IMAGE") or "").strip() or DEFAULT_ROUTER_IMAGE
-        if any(c.isspace() for c in image):
-            raise ValueError(f"ROUTERNET_ROUTER_IMAGE={image!r}: an image has no whitespace")
-        domain = (env.get("ROUTERNET_CLUSTER_DOMAIN") or "").strip() or DEFAULT_CLUSTER_DOMAIN
-        prometheus = (env.get("ROUTERNET_PROMETHEUS_URL") or "").strip() or DEFAULT_PROMETHEUS_URL
-        if not _is_http_url(prometheus):
-            raise ValueError(
-                f"ROUTERNET_PROMETHEUS_URL={prometheus!r}: expected an http:// or https:// URL"
-                " with a host"
-            )
-        return cls(
-            router_image=image,
-            image_pull_policy=policy,
-            cluster_domain=domain,
-            metrics_port=port,
-            collector=collector_from_env(env),
-            prometheus_url=prometheus,
-            recommend=recommend_from_env(env),
-        )
-
-
-def _pull_policy(env: Mapping[str, str], name: str) -> str | None:
-    policy = env.get(name) or None
-    if policy is not None and policy not in PULL_POLICIES:
-        raise ValueError(f"{name}={policy!r}: expected one of {', '.join(PULL_POLICIES)}")
-    return policy
-
-
-def _is_http_url(text: str) -> bool:
-    """Checked at start rather than found out by KEDA at every poll of every ScaledObject."""
-    if any(c.isspace() for c in text):
-        return False
-    try:
-        parts = urllib.parse.urlsplit(text)
-        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
-def collector_from_env(env: Mapping[str, str]) -> CollectorSettings | None:
-    """ROUTERNET_COLLECTOR_ENABLED (true unless "false"), ROUTERNET_COLLECTOR_IMAGE (default:
-    DEFAULT_COLLECTOR_IMAGE), ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY (default: the cluster's),
-    ROUTERNET_COLLECTOR_STORAGE_CLASS (default: the cluster's), ROUTERNET_COLLECTOR_STORAGE_SIZE
-    (default 10Gi); ValueError names the variable at fault."""
-    enabled = (env.get("ROUTERNET_COLLECTOR_ENABLED") or "true").strip().lower()
-    if enabled not in ("true", "false"):
-        raise ValueError(f"ROUTERNET_COLLECTOR_ENABLED={enabled!r}: expected true or false")
-    if enabled == "false":
-        return None
-    image = (env.get("ROUTERNET_COLLECTOR_IMAGE") or "").strip() or DEFAULT_COLLECTOR_IMAGE
-    if any(c.isspace() for c in image):
-        raise ValueError(f"ROUTERNET_COLLECTOR_IMAGE={image!r}: an image has no whitespace")
-    policy = _pull_policy(env, "ROUTERNET_COLLECTOR_IMAGE_PULL_POLICY")
-    size = (env.get("ROUTERNET_COLLECTOR_STORAGE_SIZE") or "").strip() or DEFAULT_STORAGE_SIZE
-    if not _QUANTITY.match(size):
-        raise ValueError(f"ROUTERNET_COLLECTOR_STORAGE_SIZE={size!r}: expected a size like 10Gi")
-    storage_class = (env.get("ROUTERNET_COLLECTOR_STORAGE_CLASS") or "").strip() or None
-    if storage_class is not None and not _DNS_SUBDOMAIN.match(storage_class):
-        raise ValueError(
-            f"ROUTERNET_COLLECTOR_STORAGE_CLASS={storage_class!r}: not a StorageClass name"
-        )
-    return CollectorSettings(
-        image=image,
-        image_pull_policy=policy,
-        storage_class=storage_class,
-        storage_size=size,
-    )
-
-
-def recommend_from_env(env: Mapping[str, str]) -> RecommendSettings | None:
-    """ROUTERNET_RECOMMEND_ENABLED (false unless "true"), ROUTERNET_RECOMMEND_IMAGE (default:
-    DEFAULT_PIPELINE_IMAGE), ROUTERNET_RECOMMEND_IMAGE_PULL_POLICY, ROUTERNET_RECOMMEND_SCHEDULE
-    (a cron schedule, default hourly at 17 past), ROUTERNET_RECOMMEND_TARGET (msgs/s per router
-    at peak; default the pipeline's); ValueError names the variable at fault."""
-    enabled = (env.get("ROUTERNET_RECOMMEND_ENABLED") or "false").strip().lower()
-    if enabled not in ("true", "false"):
-        raise ValueError(f"ROUTERNET_RECOMMEND_ENABLED={enabled!r}: expected true or false")
-    if enabled == "false":
-        return None
-    image = (env.get("ROUTERNET_RECOMMEND_IMAGE") or "").strip() or DEFAULT_PIPELINE_IMAGE
-    if any(c.isspace() for c in image):
-        raise ValueError(f"ROUTERNET_RECOMMEND_IMAGE={image!r}: an image has no whitespace")
-    schedule = " ".join((env.get("ROUTERNET_RECOMMEND_SCHEDULE") or DEFAULT_SCHEDULE).split())
-    if not (schedule.startswith("@") or len(schedule.split()) == 5):
-        raise ValueError(
-            f"ROUTERNET_RECOMMEND_SCHEDULE={schedule!r}: expected five cron fields"
-            " (minute hour day month weekday) or @hourly, @daily..."
-        )
-    target_text = (env.get("ROUTERNET_RECOMMEND_TARGET") or "").strip()
-    target = None
-    if target_text:
-        try:
-            target = float(target_text)
-        except ValueError:
-            target = -1.0
-        if not 0 < target < float("inf"):
-            raise ValueError(
-                f"ROUTERNET_RECOMMEND_TARGET={target_text!r}: expected messages per second > 0"
-            )
-    return RecommendSettings(
-        image=image,
-        image_pull_policy=_pull_policy(env, "ROUTERNET_RECOMMEND_IMAGE_PULL_POLICY"),
-        schedule=schedule,
-        target=target,
-    )
 
 
 @dataclass(frozen=True)
@@ -294,6 +138,12 @@ class Memory:
     replicas: dict[str, int] = field(default_factory=dict)
     """The replicas of each Router's StatefulSet as last applied, by Router uid: fresher than
     the watch, and a scale-in's next step (handoff.py) must not go by a stale count of pods."""
+    autoscaler: dict[str, RouterStatus] = field(default_factory=dict)
+    """What the operator's autoscaler (scaler.py) last said of each Router, by uid: its
+    ``autoscaling`` and conditions, put into every status of that Router written here. So a
+    Router's status has one writer: with two, each sending its conditions in a merge patch (a
+    list, replaced whole), the autoscaler's conditions vanished at every reconcile and came
+    back at its next pass."""
     deleted_pods: set[str] = field(default_factory=set)
     """The uids of the pods deleted to unstick a rollout (rollout.py): until the watch shows
     them going, a second event must not delete (and log) them again."""
@@ -338,6 +188,8 @@ def reconcile_namespace(
             del memory.written[key]
         for uid in set(memory.replicas) - {r.uid for r in routers}:
             del memory.replicas[uid]
+        for uid in set(memory.autoscaler) - {r.uid for r in routers}:
+            del memory.autoscaler[uid]
 
     router_decls = [
         adapter.router_decl(r, config.router_image) if r.model else adapter.topology_decl(r)
@@ -407,6 +259,7 @@ def reconcile_namespace(
             statefulsets.get(router.uid),
             mesh=verdicts.get(router.name),
             handoff=handoffs.get(router.name),
+            autoscaler=memory.autoscaler.get(router.uid) if memory is not None else None,
         )
         _write_status(api, router, status, result, memory)
     by_name = {r.name: result.outcomes[r.uid] for r in routers}
@@ -455,6 +308,7 @@ def refresh_router_statuses(
             snapshot.statefulsets.get(router.uid),
             mesh=verdicts.get(router.name),
             handoff=handoffs.get(router.name),
+            autoscaler=memory.autoscaler.get(router.uid) if memory is not None else None,
         )
         _write_status(api, router, status, result, memory)
     return result
@@ -992,6 +846,12 @@ class Reconciler:
                     self._schedule_retry(namespace, state, result)
                 return
         await self.reconcile(namespace, cause)
+
+    async def autoscaler_said(self, namespace: str, uid: str, status: RouterStatus) -> None:
+        """The operator's autoscaler's word on a Router (its ``autoscaling`` and conditions in
+        ``status``), written with the rest of the Router's status (Memory.autoscaler)."""
+        self._state(namespace).memory.autoscaler[uid] = status
+        await self.refresh(namespace, "autoscaler")
 
     async def resync_forever(self) -> None:
         """Reconciles every namespace that was not reconciled for ``resync_seconds``."""

@@ -5,7 +5,7 @@ Every `SYNC_SECONDS` (the HPA's default sync period), for each such Router: scra
 arithmetic (hpa.py), set the replicas through the Router's scale subresource as an HPA would
 (so the rest of the operator sees an ordinary change of spec.replicas and the StatefulSet
 follows; a scale-in then drains the leaving routers on SIGTERM), and say what it saw and did
-in the Router's status.
+in the Router's status, through the reconciler, the one writer of Router statuses.
 
 `step` is the pure part: one Router, one look, the status it leads to. `Scaler` is the thin
 loop around it: the clock, the scrapes and the API calls. The same `step` drives the local
@@ -24,23 +24,29 @@ from typing import Any, Literal
 
 from router_operator import adapter, predict
 from router_operator.api import Api, ApiError
-from router_operator.autoscaling import AutoscalingStatus
+from router_operator.autoscaling import (
+    ABLE_TO_SCALE,
+    CONDITIONS,
+    SCALING_ACTIVE,
+    SCALING_LIMITED,
+    AutoscalingStatus,
+)
+from router_operator.environment import OperatorConfig
 from router_operator.hpa import Autoscaler, Decision
 from router_operator.load import BadMetrics, LoadTracker, Reading, parse
 from router_operator.models import API_VERSION, METRICS_PORT, Router, RouterStatus
 from router_operator.planner import pod_host, pod_name
-from router_operator.reconciler import OperatorConfig, Snapshot
+from router_operator.reconciler import Snapshot
 
 log = logging.getLogger("router_operator.scaler")
 
 SYNC_SECONDS = 15.0
 SCRAPE_TIMEOUT_SECONDS = 5.0
 
-SCALING_ACTIVE = "ScalingActive"
-SCALING_LIMITED = "ScalingLimited"
-ABLE_TO_SCALE = "AbleToScale"
-CONDITIONS = (ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED)
 
+Report = Callable[[str, str, RouterStatus], Awaitable[None]]
+"""Hands the autoscaler's word on a Router (namespace, uid, its status with ``autoscaling`` and
+the conditions) to the one writer of Router statuses (reconciler.Reconciler.autoscaler_said)."""
 Fetch = Callable[[Mapping[str, str]], Awaitable[dict[str, str | None]]]
 """Scrapes URLs (by pod name) concurrently: each pod's text, or None when it did not answer."""
 
@@ -179,11 +185,13 @@ class Scaler:
         config: OperatorConfig,
         source: Callable[[str], Snapshot],
         namespaces: Callable[[], Iterable[str]],
+        report: Report,
         fetch: Fetch = fetch_metrics,
         period: float = SYNC_SECONDS,
     ) -> None:
         self.api = api
         self.config = config
+        self._report = report
         self._source = source
         self._namespaces = namespaces
         self._fetch = fetch
@@ -273,12 +281,4 @@ class Scaler:
         return predict.parse(((found or {}).get("data") or {}).get(predict.CONFIG_MAP_KEY))
 
     async def _write_status(self, parsed: adapter.Parsed, status: RouterStatus) -> None:
-        patch = adapter.status_patch(parsed.body.get("status"), status)
-        if patch is None:
-            return
-        try:
-            await asyncio.to_thread(
-                self.api.patch_status, API_VERSION, "Router", parsed.namespace, parsed.name, patch
-            )
-        except ApiError as err:
-            log.warning("status of Router %s/%s: %s", parsed.namespace, parsed.name, err)
+        await self._report(parsed.namespace, parsed.uid, status)
