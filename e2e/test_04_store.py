@@ -9,6 +9,7 @@ from conftest import say
 from test_02_traffic import CORE
 
 QUEUE = "jobs.e2e"
+REACHABLE = "routernet.io/reachable-routers"
 COUNT = 200
 
 
@@ -20,6 +21,16 @@ def host_of(network: str, node: str) -> str | None:
         ):
             return pod
     return None
+
+
+def mesh_whole(network: str) -> bool:
+    """Every core pod reports reaching every other."""
+    pods = {
+        p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(REACHABLE, "")
+        for p in kube.get(network, "pods")["items"]
+        if p["metadata"]["name"].startswith("core-")
+    }
+    return all(set(pods) - {name} <= set(seen.split(",")) for name, seen in pods.items())
 
 
 def test_a_queue_keeps_its_messages_when_its_host_pod_is_deleted(
@@ -42,6 +53,9 @@ def test_a_queue_keeps_its_messages_when_its_host_pod_is_deleted(
         ),
         180,
     )
+    # Ready says it has a neighbor; a consumer on any router needs all of them to reach the
+    # host again: as each router reports on its Pod (what meshConnected is made of).
+    kube.wait_for(f"the mesh to reach {host} again", lambda: mesh_whole(network), 120)
     rx = kube.routernet(
         network, "rx-jobs", image, "receive", QUEUE, "--url", CORE, "--count", str(COUNT),
         "--idle", "30",
