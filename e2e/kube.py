@@ -142,6 +142,9 @@ def client_pod(
 
 
 CLIENTS_MOUNT = "/e2e"
+# How long a client pod may take to attach: scheduling, the container's start and Python's
+# imports, which on a 2-core node under other load took over a minute once.
+CLIENT_ATTACH_SECONDS = 180
 
 
 def routernet(namespace: str, name: str, image: str, *args: str) -> str:

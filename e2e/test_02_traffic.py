@@ -85,7 +85,9 @@ def test_a_reading_reaches_every_subscriber_of_a_multicast_address(
     }
     for pod in subscribers.values():
         kube.wait_for(
-            f"{pod} attached", lambda pod=pod: kube.log_has(network, pod, "links 1/1"), 60
+            f"{pod} attached",
+            lambda pod=pod: kube.log_has(network, pod, "links 1/1"),
+            kube.CLIENT_ATTACH_SECONDS,
         )
     tx = kube.routernet(
         network,
@@ -122,7 +124,9 @@ def copies(network: str, image: str, address: str, places: dict[str, str]) -> di
     }
     for pod in consumers.values():
         kube.wait_for(
-            f"{pod} attached", lambda pod=pod: kube.log_has(network, pod, "links 1/1"), 60
+            f"{pod} attached",
+            lambda pod=pod: kube.log_has(network, pod, "links 1/1"),
+            kube.CLIENT_ATTACH_SECONDS,
         )
     tx = kube.routernet(network, "tx-copies", image, "send", address, "--url", CORE, "--count", "1")
     assert kube.summary(kube.finish(network, tx, 60))["accepted"] == 1

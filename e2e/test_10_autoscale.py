@@ -59,7 +59,11 @@ def test_a_router_scales_out_under_load_and_back_in_after_it(
         network, "rx-elastic", image, "receive", "load.elastic", "--url", f"amqp://{ROUTER}:5672",
         "--idle", "60",
     )  # fmt: skip
-    kube.wait_for("the receiver attached", lambda: kube.log_has(network, rx, "links 1/1"), 60)
+    kube.wait_for(
+        "the receiver attached",
+        lambda: kube.log_has(network, rx, "links 1/1"),
+        kube.CLIENT_ATTACH_SECONDS,
+    )
     started = time.monotonic()
     kube.apply(network, load_job(network, image))
     story: list[tuple[float, int]] = [(0.0, 1)]
