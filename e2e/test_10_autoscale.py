@@ -55,9 +55,10 @@ def test_a_router_scales_out_under_load_and_back_in_after_it(
     image = images["router"]
     kube.apply(network, AUTOSCALED)
     kube.wait_for(f"{ROUTER} Ready", lambda: kube.ready_routers(network, [ROUTER]), 180)
+    # --idle counts from its start too, and the load Job's pod may take a minute to send.
     rx = kube.routernet(
         network, "rx-elastic", image, "receive", "load.elastic", "--url", f"amqp://{ROUTER}:5672",
-        "--idle", "60",
+        "--idle", "120",
     )  # fmt: skip
     kube.wait_for(
         "the receiver attached",
