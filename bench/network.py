@@ -845,7 +845,7 @@ def _per_router(routers: dict[str, Any], key: str, digits: int) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """Renders results as the Markdown tables the README quotes."""
+    """Renders results as the Markdown tables docs/benchmark.md quotes."""
     m, config = results["machine"], results["config"]
     scenarios = results["scenarios"]
     chains = {n: s for n, s in scenarios.items() if s["kind"] == "chain"}

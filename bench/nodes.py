@@ -477,7 +477,7 @@ def _progress(outcome: dict[str, Any]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """Renders results as the Markdown tables the README quotes."""
+    """Renders results as the Markdown tables docs/benchmark.md quotes."""
     m, config = results["machine"], results["config"]
     scenarios = results["scenarios"]
     lines = [

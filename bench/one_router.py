@@ -520,7 +520,7 @@ def verdict(met: bool | None) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    """Renders results as the Markdown table the README quotes."""
+    """Renders results as the Markdown table docs/benchmark.md quotes."""
     m, config = results["machine"], results["config"]
     via = config["via"]
     lines = [

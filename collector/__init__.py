@@ -1,5 +1,5 @@
 """The telemetry collector: receives the records routers send to `_routernet/telemetry` and
-appends them to a Parquet dataset (``routernet-collector``; README, "The telemetry collector").
+appends them to a Parquet dataset (``routernet-collector``; docs/telemetry.md).
 
 | module | concern |
 |---|---|

@@ -114,7 +114,7 @@ def images() -> dict[str, str]:
         pytest.exit(
             "set ROUTERNET_E2E_LOAD_IMAGES to a command that builds and loads "
             + ", ".join(IMAGES.values())
-            + " into the cluster (README: Kubernetes quick start), or put kube-aid on PATH",
+            + " into the cluster (docs/operator.md: quick start), or put kube-aid on PATH",
             returncode=2,
         )
     if command != "skip":

@@ -1,4 +1,4 @@
-"""The pipeline as a Spark application on the cluster, as README's "Pipeline on Kubernetes"
+"""The pipeline as a Spark application on the cluster, as docs/telemetry.md ("On Kubernetes")
 runs it: pyspark's own spark-submit on this machine, --master k8s:// in cluster mode, the
 pipeline image as the driver and two executors, reading the collector's dataset from its claim
 and writing the analysis back to it; then the same analysis in local mode, in a pod, on the

@@ -1,6 +1,6 @@
 """The one-router bench decides ours against qdrouterd's latency on each side's median over
 rounds, not on one paced run each: one run each moves with the machine more than the two
-differ. These check that decision and what the README quotes from it, without running a
+differ. These check that decision and what docs/benchmark.md quotes from it, without running a
 benchmark."""
 
 from __future__ import annotations

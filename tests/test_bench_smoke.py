@@ -2,7 +2,7 @@
 the C clients compile, a peer-to-peer transfer of a few thousand messages completes in both
 settlement modes, so does one through a chain of three routers, and one through a queue hosted
 on another router, the host survives a kill -9 with its queue, a large message crosses a chain
-whole, qdrouterd is configured as our routers are, and the results render as the README's
+whole, qdrouterd is configured as our routers are, and the results render as docs/benchmark.md's
 tables."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ links a real qdrouterd 1.19 edge attaches (tests/data/qdrouterd-1.19/edge.json h
 the messages it sent, as one did against our interior): its downlink for `_edge/<id>`, the
 address tracking receiver, the address lookup sender with its dynamic reply receiver, the
 heartbeat sender and one sender per address its clients send to. A real qdrouterd edge did
-the same against this code (README: mixed networks); CI has none, so this peer stands in.
+the same against this code (docs/networks.md: mixed networks); CI has none, so this peer stands in.
 """
 
 from __future__ import annotations

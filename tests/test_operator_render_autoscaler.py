@@ -596,11 +596,11 @@ async def test_keda_mode_without_keda_says_so(cluster: Cluster) -> None:
         get(cluster, "apps/v1/statefulsets", "hub")
 
 
-def test_the_readmes_adapter_rules_serve_the_hpas_metrics() -> None:
-    """The README's prometheus-adapter rules (also in render_autoscaler's docstring) expose
-    exactly the metric names the HPA asks for, from the series the routers serve."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "seriesQuery" in b]
+def test_the_documented_adapter_rules_serve_the_hpas_metrics() -> None:
+    """The prometheus-adapter rules of docs/operator.md (also in render_autoscaler's docstring)
+    expose exactly the metric names the HPA asks for, from the series the routers serve."""
+    documented = (Path(__file__).parent.parent / "docs/operator.md").read_text()
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", documented, re.S) if "seriesQuery" in b]
     rules = yaml.safe_load(block)["rules"]["custom"]
     in_docstring = re.search(
         r"\n\n(    - seriesQuery.*?)\n\n", render_autoscaler_module.__doc__ or "", re.S

@@ -26,7 +26,7 @@ rate (`name: {matches: "^(.*)_total$", as: "${1}"}`, metricsQuery
 `routernet_deliveries`; gauges keep their name and are summed per pod. The label conditions
 travel as the metric's `selector`, which the adapter turns into PromQL label matchers
 (`direction="in"`, and `role!~"inter-router"` for a NotIn), so the default rules serve all
-three. Users without them need these rules (README, "Autoscaling with an HPA or KEDA"):
+three. Users without them need these rules (docs/operator.md, "Autoscaling with an HPA or KEDA"):
 
     - seriesQuery: 'routernet_deliveries_total{namespace!="",pod!=""}'
       resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
