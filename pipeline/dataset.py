@@ -201,7 +201,8 @@ def _bound(part: Partition, column: str, first: bool) -> datetime | None:
     found: list[datetime] = []
     for path in part.path.glob("*.parquet"):
         meta = pq.read_metadata(path)
-        index = meta.schema.names.index(column)
+        # By path, not position: a list column (latency_hist) is a leaf of another name.
+        index = [meta.schema.column(i).path for i in range(meta.num_columns)].index(column)
         groups = [meta.row_group(i).column(index).statistics for i in range(meta.num_row_groups)]
         if all(s is not None and s.has_min_max for s in groups):
             found += [s.min if first else s.max for s in groups]  # type: ignore[union-attr]

@@ -213,3 +213,26 @@ def test_a_heat_map_with_no_deliveries_says_so() -> None:
     )
     [ax] = plots.heat_map_figure(empty).axes
     assert [t.get_text() for t in ax.texts] == ["no deliveries"]
+
+
+def test_the_datas_range_is_read_off_the_files(tmp_path: Path) -> None:
+    """The first window start and last window end over both kinds, whether or not the writer
+    kept Parquet statistics (the last hour's file here has none)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pipeline.dataset import TimeRange, check_dataset, data_span
+    from pipeline.synthetic import Spec, generate
+
+    generate(tmp_path, Spec(flow_rows=300, hours=3, addresses=10, hubs=1, edges=2))
+    for kind in ("flow", "router"):
+        last = sorted((tmp_path / kind).glob("date=*/hour=*"))[-1]
+        for f in last.glob("*.parquet"):
+            pq.write_table(pq.read_table(f), f, write_statistics=False)
+    files = sorted(tmp_path.glob("*/date=*/hour=*/*.parquet"))
+    tables = [pq.read_table(f, columns=["window_start", "window_end"]) for f in files]
+    expected = {
+        "from": min(pc.min(t["window_start"]).as_py() for t in tables).isoformat(),
+        "to": max(pc.max(t["window_end"]).as_py() for t in tables).isoformat(),
+    }
+    assert data_span(check_dataset(tmp_path, TimeRange())) == expected
