@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.address_stats import address_stats
-from pipeline.dataset import TimeRange, check_dataset, json_ready, read
+from pipeline.dataset import TimeRange, check_dataset, data_span, json_ready, read
 from pipeline.load import COLUMNS as ROUTER_COLUMNS
 from pipeline.load import load_per_minute, load_summary
 from pipeline.rollup import plan, totals_for
@@ -75,6 +75,7 @@ def analyze(
     finally:
         per_minute.unpersist()
     result.summary = summarize(result.tables, dataset, time_range)
+    result.summary["data_range"] = data_span(found)
     result.summary["sources"] = the_plan.as_json()
     result.summary["seconds"] = round(time.monotonic() - started, 3)
     return result

@@ -15,14 +15,14 @@ pyspark is imported only inside the commands that start Spark, so importing this
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from pipeline import PipelineError
+from pipeline.dynamic_addresses import fold_dynamic
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -128,6 +128,7 @@ def _session(args: argparse.Namespace, app: str):  # type: ignore[no-untyped-def
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    started = time.monotonic()
     args = parser(prog).parse_args(argv)
     say = (lambda _: None) if getattr(args, "quiet", False) else _progress(prog)
     try:
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             from pipeline.session import prerequisites
 
             prerequisites()  # before any progress line: no Java (or PySpark) is one line
-        return _run(args, say)
+        return _run(args, say, started)
     except PipelineError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
@@ -153,7 +154,7 @@ def _progress(prog: str):  # type: ignore[no-untyped-def]
     return say
 
 
-def _run(args: argparse.Namespace, say) -> int:  # type: ignore[no-untyped-def]
+def _run(args: argparse.Namespace, say, started: float) -> int:  # type: ignore[no-untyped-def]
     if args.command == "generate":
         from pipeline.dataset import parse_time
         from pipeline.synthetic import DEFAULT_START, Spec, generate
@@ -171,6 +172,7 @@ def _run(args: argparse.Namespace, say) -> int:  # type: ignore[no-untyped-def]
             args.output,
             args,
             say,
+            started,
         )
     if args.command == "compact":
         from pipeline.dataset import TimeRange, check_dataset
@@ -201,14 +203,18 @@ def run_analyze(
     output: Path,
     args: argparse.Namespace,
     say,  # type: ignore[no-untyped-def]
+    started: float,
 ) -> int:
-    """analyze's body, shared with `routernet analyze`."""
+    """analyze's body, shared with `routernet analyze`; `started`: when the command started
+    (time.monotonic), so the time printed is the whole run's, Spark's start included."""
     from pipeline.analyze import analyze, write
     from pipeline.dataset import check_dataset
 
     check_dataset(dataset, time_range)  # before a JVM starts
     say("starting Spark")
+    spark_at = time.monotonic()
     spark = _session(args, "routernet-analyze")
+    spark_seconds = time.monotonic() - spark_at
     result = analyze(spark, dataset, time_range, use_rollups=not args.raw, progress=say)
     write(result, output)
     shown: list[Path] = []
@@ -220,7 +226,8 @@ def run_analyze(
     s = result.summary
     print(
         f"analyzed {s['flow_records']:,} flow records ({s['deliveries']:,} deliveries,"
-        f" {s['addresses']:,} addresses, {len(s['routers'])} routers) in {s['seconds']:.1f} s;"
+        f" {s['addresses']:,} addresses, {len(s['routers'])} routers)"
+        f" in {time.monotonic() - started:.1f} s ({spark_seconds:.1f} s of it starting Spark);"
         f" wrote {output}"
     )
     matrix = result.tables["traffic_matrix"]
@@ -245,35 +252,15 @@ MATRIX_COLUMNS = (
 )
 
 
-DYNAMIC = re.compile(r"^_(topo/[^/]+/[^/]+|edge/[^/]+)/temp\.")
-"""Dynamic reply addresses: one per requester link (management tools' included), so a row
-each would bury the addresses users named; the printed table folds them per path."""
-DYNAMIC_SHOWN = "(dynamic reply addresses)"
-
-
-def fold_dynamic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows to dynamic reply addresses summed per (ingress, egress); the others as they are."""
-    kept: list[dict[str, Any]] = []
-    folded: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for row in rows:
-        if not DYNAMIC.match(row["address"]):
-            kept.append(row)
-            continue
-        key = (row["ingress_router"], row["egress_router"])
-        into = folded.get(key)
-        if into is None:
-            folded[key] = {**row, "address": DYNAMIC_SHOWN}
-        else:
-            for column in MATRIX_COLUMNS[3:]:
-                into[column] += row[column]
-    return kept + list(folded.values())
-
-
 def matrix_table(table: pa.Table) -> str:
     """The traffic matrix as an aligned text table, busiest paths first, dynamic reply
     addresses folded per path; egress '-' is what reached no consumer."""
     rows = sorted(
-        fold_dynamic(table.select(list(MATRIX_COLUMNS)).to_pylist()),
+        fold_dynamic(
+            table.select(list(MATRIX_COLUMNS)).to_pylist(),
+            per=("ingress_router", "egress_router"),
+            sums=MATRIX_COLUMNS[3:],
+        ),
         key=lambda r: (-r["deliveries"], r["address"]),
     )[:MATRIX_SHOWN]
     cells = [[c.upper().replace("_ROUTER", "") for c in MATRIX_COLUMNS]] + [
@@ -297,6 +284,7 @@ def matrix_table(table: pa.Table) -> str:
 def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:
     """`routernet analyze`: analyze `<state-dir>/telemetry/`, the collector's dataset of the
     local network, into `<state-dir>/analysis/` unless --output says otherwise."""
+    started = time.monotonic()
     args.raw = False
     args.no_plots = False
     args.quiet = False
@@ -311,6 +299,7 @@ def analyze_state_dir(args: argparse.Namespace, prog: str) -> int:
             args.output or args.state_dir / "analysis",
             args,
             say,
+            started,
         )
     except PipelineError as err:
         print(f"{prog}: {err}", file=sys.stderr)

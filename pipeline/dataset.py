@@ -176,6 +176,46 @@ def read(
     return frame if columns is None else frame.select(*columns)
 
 
+def data_span(found: dict[Kind, list[Partition]]) -> dict[str, str | None]:
+    """The first window start and the last window end of the records in `found`, as ISO 8601
+    (None without records): what a report shows for a side of the range no --from/--to set.
+
+    Read off the Parquet files' column statistics of the first and the last hour only (the
+    other hours' records lie between), so it costs some footers and no Spark job."""
+    firsts = [parts[0] for parts in found.values() if parts]
+    lasts = [parts[-1] for parts in found.values() if parts]
+    starts = [t for p in firsts if (t := _bound(p, "window_start", first=True)) is not None]
+    ends = [t for p in lasts if (t := _bound(p, "window_end", first=False)) is not None]
+    return {
+        "from": json_ready(min(starts)) if starts else None,
+        "to": json_ready(max(ends)) if ends else None,
+    }
+
+
+def _bound(part: Partition, column: str, first: bool) -> datetime | None:
+    """The smallest (`first`) or largest value of `column` in the hour's files: from each row
+    group's statistics, or from the column itself where a writer left them out."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    found: list[datetime] = []
+    for path in part.path.glob("*.parquet"):
+        meta = pq.read_metadata(path)
+        # By path, not position: a list column (latency_hist) is a leaf of another name.
+        index = [meta.schema.column(i).path for i in range(meta.num_columns)].index(column)
+        groups = [meta.row_group(i).column(index).statistics for i in range(meta.num_row_groups)]
+        if all(s is not None and s.has_min_max for s in groups):
+            found += [s.min if first else s.max for s in groups]  # type: ignore[union-attr]
+        else:
+            values = pq.read_table(path, columns=[column])[column]
+            value = (pc.min if first else pc.max)(values).as_py()
+            if value is not None:
+                found.append(value)
+    if not found:
+        return None
+    return min(found) if first else max(found)
+
+
 def partition_dir(dataset: Path, kind: Kind, hour: datetime) -> Path:
     """Where the collector puts the records whose window starts in `hour` (UTC)."""
     hour = hour.astimezone(UTC)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import base64
 import html
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import plots
+from pipeline.dynamic_addresses import DYNAMIC_SHOWN, fold_dynamic
+from router.telemetry.schema import histogram_quantile
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -16,6 +19,31 @@ if TYPE_CHECKING:
     from pipeline.analyze import Result
 
 ROWS = 15
+EMPTY = "\N{EN DASH}"  # a cell with no value (no samples, no traffic)
+ADDRESS_COLUMNS = (
+    "address",
+    "deliveries",
+    "undeliverable",
+    "bytes",
+    "released",
+    "released_rate",
+    "undeliverable_rate",
+    "imbalance",
+    "latency_p50_us",
+    "latency_p95_us",
+    "latency_p99_us",
+    "latency_samples",
+    "latency_hist",
+)
+ADDRESS_SUMS = (
+    "deliveries",
+    "undeliverable",
+    "bytes",
+    "released",
+    "latency_samples",
+    "latency_hist",
+)
+PERCENTILES = ((0.5, "latency_p50_us"), (0.95, "latency_p95_us"), (0.99, "latency_p99_us"))
 
 
 def write_report(result: Result, output: Path) -> list[Path]:
@@ -23,22 +51,66 @@ def write_report(result: Result, output: Path) -> list[Path]:
     directory = output / "plots"
     directory.mkdir(parents=True, exist_ok=True)
     t = result.tables
+    hottest = hottest_addresses(t["address_stats"])
     images = [
         plots.heat_map(t["paths"], directory),
         plots.load_over_time(t["load_per_minute"], directory),
-        plots.latency(t["address_stats"], directory),
+        plots.latency(hottest, directory),
     ]
     report = output / "report.html"
-    report.write_text(render(result, images))
+    report.write_text(render(result, images, hottest))
     return [*images, report]
 
 
+def hottest_addresses(stats: pa.Table) -> pa.Table:
+    """address_stats as a reader wants it, busiest first: dynamic reply addresses folded into
+    one row, whose rates and latency percentiles come from its summed counts and histogram
+    (and with no imbalance: that compares the consumers of one address)."""
+    import pyarrow as pa
+
+    table = stats.select(list(ADDRESS_COLUMNS))
+    rows = fold_dynamic(table.to_pylist(), per=(), sums=ADDRESS_SUMS)
+    for row in rows:
+        if row["address"] != DYNAMIC_SHOWN:
+            continue
+        total = row["deliveries"] + row["undeliverable"]
+        row["undeliverable_rate"] = row["undeliverable"] / total if total else None
+        row["released_rate"] = row["released"] / total if total else None
+        row["imbalance"] = None
+        for q, column in PERCENTILES:
+            row[column] = histogram_quantile(row["latency_hist"], q)
+    rows.sort(key=lambda r: (-r["deliveries"], r["address"]))
+    return pa.Table.from_pylist(rows, schema=table.schema)
+
+
+def shown_range(asked: dict[str, str | None], data: dict[str, str | None]) -> str:
+    """The range as --from/--to set it, the data's first window start and last window end
+    for a side they left open."""
+    start, end = asked["from"] or data["from"], asked["to"] or data["to"]
+    text = f"{_when(start)} .. {_when(end)}"
+    if not asked["from"] and not asked["to"]:
+        return f"{text} (all the data)"
+    return text
+
+
+def _when(iso: str | None) -> str:
+    if iso is None:
+        return EMPTY
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _fmt(value: Any) -> str:
+    if value is None:
+        return EMPTY
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
     return html.escape(str(value))
+
+
+def _with_rate(count: int, rate: float | None) -> str:
+    return EMPTY if rate is None else f"{_fmt(count)} ({rate:.2%})"
 
 
 def _table(table: pa.Table, columns: list[str]) -> str:
@@ -50,16 +122,16 @@ def _table(table: pa.Table, columns: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render(result: Result, images: list[Path]) -> str:
+def render(result: Result, images: list[Path], hottest: pa.Table) -> str:
     s, t = result.summary, result.tables
     rate = s["undeliverable_rate"]
     released = s["released_rate"]
     facts = [
-        ("range", f"{s['range']['from'] or 'start'} .. {s['range']['to'] or 'end'}"),
+        ("range", shown_range(s["range"], s["data_range"])),
         ("flow records", _fmt(s["flow_records"])),
         ("deliveries", _fmt(s["deliveries"])),
-        ("undeliverable", f"{_fmt(s['undeliverable'])} ({rate:.2%})" if rate is not None else "-"),
-        ("released", f"{_fmt(s['released'])} ({released:.2%})" if released is not None else "-"),
+        ("undeliverable", _with_rate(s["undeliverable"], rate)),
+        ("released", _with_rate(s["released"], released)),
         ("addresses", _fmt(s["addresses"])),
         ("read from", ", ".join(f"{k} {v}" for k, v in s.get("sources", {}).items())),
     ]
@@ -78,7 +150,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:10
 <h2>Hottest addresses</h2>
 {
         _table(
-            t["address_stats"],
+            hottest,
             [
                 "address",
                 "deliveries",

@@ -120,7 +120,8 @@ def test_routernet_does_not_import_pyspark() -> None:
 def test_the_printed_matrix_folds_dynamic_reply_addresses_per_path() -> None:
     import pyarrow as pa
 
-    from pipeline.cli import DYNAMIC_SHOWN, matrix_table
+    from pipeline.cli import matrix_table
+    from pipeline.dynamic_addresses import DYNAMIC_SHOWN
 
     def row(ingress: str, egress: str | None, address: str, n: int) -> dict[str, object]:
         return {

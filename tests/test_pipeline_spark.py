@@ -5,6 +5,8 @@ answer as raw records, router load, recommend's shape, plots and report, stream 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,7 +177,16 @@ def test_address_stats(spark: Any, dataset: Path) -> None:
 def test_range_and_whole_dataset(spark: Any, dataset: Path) -> None:
     whole = analyze(spark, dataset).summary
     assert whole["deliveries"] == 120 and whole["flow_records"] == 5
-    assert analyze(spark, dataset, RANGE).summary["deliveries"] == 20
+    # What the data covers, for a report without --from/--to: from the first router window
+    # to the end of the last flow window (LATER's, two hours on).
+    assert whole["range"] == {"from": None, "to": None}
+    assert whole["data_range"] == {
+        "from": HOUR.isoformat(),
+        "to": (HOUR + timedelta(hours=2, seconds=10)).isoformat(),
+    }
+    hour = analyze(spark, dataset, RANGE).summary
+    assert hour["deliveries"] == 20
+    assert hour["data_range"]["to"] == (HOUR + timedelta(minutes=1)).isoformat()
 
 
 def test_router_load_per_minute(spark: Any, dataset: Path) -> None:
@@ -223,6 +234,32 @@ def test_outputs_plots_and_report(spark: Any, dataset: Path, tmp_path: Path) -> 
     html = (tmp_path / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3
     assert len(written) == 4
+
+
+def test_the_time_printed_is_the_whole_run(
+    spark: Any, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyze … in N s`: the whole command, the Spark session's start included (here one
+    that takes a second longer than the shared session's)."""
+    import re
+    import time
+
+    from pipeline import cli
+
+    def slow_start(args: Any, app: str) -> Any:
+        time.sleep(1.0)
+        return spark
+
+    monkeypatch.setattr(cli, "_session", slow_start)
+    out = tmp_path / "out"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(["analyze", str(dataset), "--output", str(out), "--no-plots", "--quiet"])
+    assert code == 0
+    found = re.search(r" in ([0-9.]+) s\b", printed.getvalue())
+    assert found, printed.getvalue()
+    analysis = json.loads((out / "summary.json").read_text())["seconds"]
+    assert float(found[1]) + 0.05 >= 1.0 + analysis  # printed to a tenth of a second
 
 
 def test_recommend_shape(spark: Any, dataset: Path) -> None:

@@ -12,9 +12,11 @@ harness's routers run config files at <state>/config/<pod>.json and their pids a
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from typing import Any
 
 import pytest
 from clients import ACCEPTED, REJECTED, RELEASED, Receiver, World, settle
-from harness import RouterNetwork, RouterProcess
+from harness import RouterNetwork, RouterProcess, free_port
 from proton import Delivery, Message
 from router_operator import local
 
@@ -261,3 +263,55 @@ def test_released_messages_are_sent_again_and_rejected_ones_are_not(
     assert len(outcomes) == count
     assert sum(seen.values()) == count + released
     assert bodies == {b"x" * 32}
+
+
+def _stderr_line(proc: subprocess.Popen[str], text: str, timeout: float = TIMEOUT) -> str:
+    """The first line on the command's stderr that holds ``text`` (the lines before it read)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stderr], [], [], left)
+        line = proc.stderr.readline() if ready else ""
+        if not line:
+            break
+        if text in line:
+            return line
+    raise AssertionError(f"no {text!r} on stderr within {timeout} s")
+
+
+def test_with_nothing_listening_send_and_receive_give_up_with_the_error(
+    commands: Commands,
+) -> None:
+    """An unused loopback port: both commands end within --wait (and the close after it) with
+    exit 1, the connection's error on stderr and their summary on stdout."""
+    url = f"amqp://127.0.0.1:{free_port()}"
+    tx = commands.start("send", "orders.eu", "--url", url, "--count", "5", "--wait", "1")
+    rx = commands.start("receive", "orders.eu", "--url", url, "--count", "5", "--wait", "1")
+    for proc, nothing in ((tx, "sent"), (rx, "received")):
+        code, summary, err = finished(proc)
+        assert code == 1, err
+        assert summary[nothing] == 0
+        assert summary["seconds"] < 1.5, summary  # gave up at --wait, not later
+        [line] = [line for line in err.splitlines() if "no router reached" in line]
+        assert f"no router reached in 1 s ({url}: " in line, err
+        assert "Connection refused" in line, err
+
+
+def test_a_router_that_starts_within_wait_gets_the_messages(
+    tmp_path: Path, world: World, commands: Commands
+) -> None:
+    """send is started before its router: it keeps trying (--wait 60) and, once the router is
+    up with a consumer, sends every message."""
+    router = RouterProcess(tmp_path, "R1")
+    tx = commands.start("send", ADDRESS, "--url", router.url, "--count", "20", "--wait", "60")
+    assert "connections 0/1" in _stderr_line(tx, "connections 0/1")  # trying, and failing
+    with router:
+        client = world.connect(router.url)
+        consumer = client.receiver(ADDRESS)
+        assert consumer.attached
+        world.run_until(lambda: tx.poll() is not None, timeout=TIMEOUT, what="send to finish")
+        code, sent, err = finished(tx)
+        client.close()
+    assert code == 0, err
+    assert sent["sent"] == sent["accepted"] == 20
+    assert len({m.id for m in consumer.messages}) == 20

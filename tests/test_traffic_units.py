@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from proton import Message, symbol
@@ -29,6 +30,7 @@ from router_operator.traffic.endpoints import (
     uri_security,
 )
 from router_operator.traffic.ledger import Ledger, Outcome, Tally
+from router_operator.traffic.pool import SENDER, Pool
 from router_operator.traffic.rate import (
     UNLIMITED,
     Pacer,
@@ -468,3 +470,31 @@ def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]
         local_cli.main(args)
     assert info.value.code == 2
     assert "usage: routernet" in capsys.readouterr().err
+
+
+def test_the_pool_gives_up_after_wait_without_a_first_attach() -> None:
+    now = [100.0]
+    owner: Any = object()
+
+    def pool(wait: float | None) -> Pool:
+        return Pool(None, SENDER, "q", lambda: [], owner, clock=lambda: now[0], wait=wait)
+
+    waiting, patient = pool(5.0), pool(None)
+    assert waiting.unreachable(104.9) is None
+    assert waiting.unreachable(105.0) == (
+        "no router reached in 5 s (no router endpoint); --wait SECONDS tries longer"
+    )
+    waiting.problem = "amqp://127.0.0.1:1: proton:io: Connection refused"
+    assert "in 5 s (amqp://127.0.0.1:1: proton:io: Connection refused)" in str(
+        waiting.unreachable(200.0)
+    )
+    waiting.reached = True  # once attached, losses are retried for as long as it runs
+    assert waiting.unreachable(10_000.0) is None
+    assert patient.unreachable(10_000.0) is None
+
+
+def test_send_and_receive_wait_ten_seconds_unless_told() -> None:
+    for command in ("send", "receive"):
+        assert local_cli._parser().parse_args([command, "q"]).wait == cli.WAIT_SECONDS == 10.0
+        args = local_cli._parser().parse_args([command, "q", "--wait", "120"])
+        assert args.wait == 120.0

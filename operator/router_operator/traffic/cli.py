@@ -13,7 +13,8 @@ Either way the links attach to the routing address, ``(c)/node`` or ``node``.
 Output contract (the autoscaling test and the bench read it): progress lines on stderr, one
 JSON summary line on stdout (and in ``--summary FILE``), after one JSON line per message with
 ``receive --print``; exit 0 when every message sent ended accepted or rejected (send) or
-``--count`` was reached (receive), 1 otherwise, 2 for an error found before any traffic (bad
+``--count`` was reached (receive), 1 otherwise (no router reached within ``--wait`` seconds
+among them, with the connection's error), 2 for an error found before any traffic (bad
 address, URL or ramp, no endpoints), each one line. ``request`` prints the reply as one JSON
 line and exits 0, or 1 (no reply: timeout, refused, connection lost), or 2.
 """
@@ -43,6 +44,9 @@ from router_operator.traffic.endpoints import (
 from router_operator.traffic.rate import RampError, schedule_for
 
 DEFAULT_BODY_SIZE = 100
+WAIT_SECONDS = 10.0
+"""How long send and receive try to reach a first router by default (--wait): a router that
+is starting is there within a few seconds, and a wrong URL is said after a few tries."""
 
 
 def _positive_int(text: str) -> int:
@@ -127,6 +131,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
     parser.add_argument(
         "--summary", type=Path, metavar="FILE", help="also write the JSON summary line here"
+    )
+    parser.add_argument(
+        "--wait",
+        type=_seconds,
+        default=WAIT_SECONDS,
+        metavar="SECONDS",
+        help="try to reach a router for this long, then exit 1 with the connection's error"
+        " (default: %(default)g; once attached, lost connections are retried while it runs)",
     )
 
 
@@ -318,13 +330,14 @@ def send(args: argparse.Namespace, prog: str) -> int:
         properties=properties,
         durable=args.durable,
         security=target.security,
+        wait=args.wait,
     )
     sender = TrafficSender(options, _reporter(name))
     with _stop_on_signals(sender.request_stop):
         summary = sender.run()
     if summary.unresolved:
         _reporter(name)(f"{summary.unresolved} messages neither accepted nor rejected")
-    failed = summary.unresolved or sender.refusal is not None
+    failed = summary.unresolved or sender.failure is not None
     return _emit(name, summary.record(), args.summary) or (1 if failed else 0)
 
 
@@ -344,13 +357,14 @@ def receive(args: argparse.Namespace, prog: str) -> int:
         duration=args.duration,
         idle=args.idle,
         security=target.security,
+        wait=args.wait,
         show=(lambda message: print(message_line(message), flush=True)) if args.print else None,
     )
     receiver = TrafficReceiver(options, _reporter(name))
     with _stop_on_signals(receiver.request_stop):
         summary = receiver.run()
     short = args.count is not None and summary.distinct < args.count
-    failed = short or receiver.refusal is not None
+    failed = short or receiver.failure is not None
     return _emit(name, summary.record(), args.summary) or (1 if failed else 0)
 
 

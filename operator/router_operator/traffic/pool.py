@@ -17,6 +17,9 @@ Why it is built this way:
   them (or after ``RETIRE_SECONDS``), so moving a connection loses and duplicates nothing.
 - Each slot is the handler of its own connections; an event from an earlier connection of the
   slot (closing in the background) is ignored by comparing with the current one.
+- Retrying is for a network that was there: until a first link attaches, the pool keeps
+  trying for ``wait`` seconds only (``unreachable``), so a wrong URL or a network not up ends
+  the command with the connection's error instead of retrying silently for ever.
 """
 
 from __future__ import annotations
@@ -174,6 +177,8 @@ class Slot(MessagingHandler):  # type: ignore[misc]
         lived = 0.0 if self.attached_at is None else self.pool.clock() - self.attached_at
         self.conn = self.link = None
         self.attached_at = None
+        if not was_attached:
+            self.pool.problem = f"{self.endpoint}: {reason}"
         if conn.state & Endpoint.LOCAL_ACTIVE:
             conn.close()  # a clean Close (its settlements first) when the peer is still there
             transport = conn.transport
@@ -198,6 +203,7 @@ class Slot(MessagingHandler):  # type: ignore[misc]
             return  # a refusal, as AMQP words it: the detach with the error follows
         if self._current(event) and link == self.link:
             self.attached_at = self.pool.clock()
+            self.pool.reached = True
             self.pool.owner.attached(self)
 
     def on_sendable(self, event: Event) -> None:
@@ -262,7 +268,7 @@ class Slot(MessagingHandler):  # type: ignore[misc]
 class Pool:
     """The slots of one sender or receiver: ``connections`` spread over ``source()``'s
     endpoints (None: one per endpoint), refreshed by ``tick``, each opened with
-    ``security``."""
+    ``security``; ``wait``: seconds to try for a first attach (None: for ever)."""
 
     def __init__(
         self,
@@ -275,6 +281,7 @@ class Pool:
         clock: Callable[[], float] = time.monotonic,
         refresh_seconds: float = REFRESH_SECONDS,
         security: Security | None = None,
+        wait: float | None = None,
     ) -> None:
         self.container = container
         self.role = role
@@ -294,10 +301,24 @@ class Pool:
         self.endpoints: list[str] = []
         self._numbers = 0
         self._refreshed_at = -float("inf")
+        self.wait = wait
+        self.started = clock()
+        self.reached = False
+        """A link has attached (to any endpoint) since the pool started."""
+        self.problem: str | None = None
+        """The last failure of a slot that was not attached: endpoint, then why."""
 
     @property
     def attached(self) -> int:
         return sum(1 for s in self.slots if s.attached)
+
+    def unreachable(self, now: float) -> str | None:
+        """Why the owner should give up: ``wait`` seconds passed without a first attach
+        (None: one attached, or there is time left)."""
+        if self.reached or self.wait is None or now - self.started < self.wait:
+            return None
+        why = self.problem or "no router endpoint"
+        return f"no router reached in {self.wait:g} s ({why}); --wait SECONDS tries longer"
 
     def tick(self, now: float) -> None:
         if now - self._refreshed_at >= self.refresh_seconds:

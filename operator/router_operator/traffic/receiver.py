@@ -44,6 +44,8 @@ class ReceiveOptions:
     progress_seconds: float = PROGRESS_SECONDS
     credit: int = CREDIT
     security: Security | None = None
+    wait: float | None = None
+    """Seconds to try to reach a first router before giving up (None: for ever)."""
     show: Callable[[Message], None] | None = None
     """Called with every message received (``--print``)."""
 
@@ -82,7 +84,7 @@ class TrafficReceiver:
         self.pool: Pool | None = None
         self.phase = "receiving"  # -> closing -> stopped
         self.stop_requests = 0
-        self.refusal: str | None = None  # why the router refused the link for good
+        self.failure: str | None = None  # why it gave up: a link refused, no router reached
         self._started = 0.0
         self._ended: float | None = None
         self._last_message = 0.0
@@ -120,6 +122,7 @@ class TrafficReceiver:
             None,
             clock=self.clock,
             security=self.options.security,
+            wait=self.options.wait,
         )
         self.pool.refresh()
         self._tick()
@@ -128,6 +131,11 @@ class TrafficReceiver:
         pool = self.pool
         assert pool is not None
         now = self.clock()
+        unreachable = pool.unreachable(now)
+        if unreachable is not None and self.failure is None:
+            self.failure = unreachable
+            self.report(unreachable)
+            self.stop_requests += 1
         if self.phase == "receiving":
             if self._done(now):
                 self._close(now)
@@ -182,8 +190,8 @@ class TrafficReceiver:
             self.report(f"{slot.endpoint}: {reason}")
 
     def refused(self, slot: Slot, reason: str) -> None:
-        if self.refusal is None:
-            self.refusal = reason
+        if self.failure is None:
+            self.failure = reason
             self.report(f"{slot.endpoint}: {reason}")
         self.stop_requests += 1
 

@@ -63,6 +63,8 @@ class SendOptions:
     store has it) before it is accepted."""
     to: str | None = None
     security: Security | None = None
+    wait: float | None = None
+    """Seconds to try to reach a first router before giving up (None: for ever)."""
     finish_timeout: float = FINISH_TIMEOUT
     progress_seconds: float = PROGRESS_SECONDS
 
@@ -110,7 +112,7 @@ class TrafficSender:
         self.pool: Pool | None = None
         self.phase = "sending"  # -> finishing -> closing -> stopped
         self.stop_requests = 0
-        self.refusal: str | None = None  # why the router refused the link for good
+        self.failure: str | None = None  # why it gave up: a link refused, no router reached
         self._started = 0.0
         self._ended: float | None = None
         self._deadline = 0.0
@@ -153,6 +155,7 @@ class TrafficSender:
             connections=self.options.connections,
             clock=self.clock,
             security=self.options.security,
+            wait=self.options.wait,
         )
         self.pool.refresh()
         self._tick()
@@ -161,6 +164,11 @@ class TrafficSender:
         pool = self.pool
         assert pool is not None
         now = self.clock()
+        unreachable = pool.unreachable(now)
+        if unreachable is not None and self.failure is None:
+            self.failure = unreachable
+            self.report(unreachable)
+            self.stop_requests = 2  # nothing was sent: no finishing wait
         if self.phase == "sending" and self._done_creating(now):
             self.phase = "finishing"
             self._deadline = now + self.options.finish_timeout
@@ -276,8 +284,8 @@ class TrafficSender:
         return self.ledger.in_flight_on(slot.carrier)
 
     def refused(self, slot: Slot, reason: str) -> None:
-        if self.refusal is None:
-            self.refusal = reason
+        if self.failure is None:
+            self.failure = reason
             self.report(f"{slot.endpoint}: {reason}")
         self.stop_requests = 2  # nothing will get through: stop, without the finishing wait
 
