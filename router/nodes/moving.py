@@ -73,8 +73,12 @@ class Mover:
 
     def post(self, address: str, data: bytes) -> None:
         """A message of this router's own for node `address`, whose host is another router."""
-        intake.take_into(self.outbox(address), data)
-        self.next_check = 0.0  # sent on at the next tick, not in two seconds
+        box = self.outbox(address)
+        intake.take_into(box, data)
+        # On our link now, if it has credit: it may have had all it will get (a host tops
+        # credit up only as it runs low), and the next tick only starts a link that is gone.
+        distribution.pump_node(self.nodes, box)
+        self.next_check = 0.0  # a link started at the next tick, not in two seconds
 
     def tick(self, now: float) -> None:
         if now < self.next_check:
