@@ -149,14 +149,17 @@ def unblock(nodes: Nodes, node: Node) -> None:
 def dead_letter(
     nodes: Nodes, queue: Queue, held: Held, reason: str, condition: tuple[str, str | None] | None
 ) -> None:
-    """Off the queue: to its dead letter address with why, or dropped and counted."""
-    assert nodes.store is not None
+    """Off the queue: to its dead letter address with why, or dropped and counted. Off the
+    queue and into the next one in one store record: a crash keeps it in one of them."""
+    store = nodes.store
+    assert store is not None
     target = queue.settings.deadLetterAddress
     if target is not None:
-        data = dead_lettered(nodes.store.body(held.entry), reason, queue.name, condition)
+        data = dead_lettered(store.body(held.entry), reason, queue.name, condition)
         queue.dead_lettered += 1
-        queue.remove(held)
-        send_to(nodes, target, data)
+        with store.atomic():
+            queue.remove(held)
+            send_to(nodes, target, data)
     else:
         queue.dropped += 1
         queue.remove(held)
