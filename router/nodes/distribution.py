@@ -14,6 +14,7 @@ from router.forwarder import ACCEPTED, REJECTED, TERMINAL, Message, new_delivery
 from router.log import get_logger
 from router.nodes import intake
 from router.nodes.message import dead_lettered, redelivered
+from router.nodes.outbox import Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue
 from router.nodes.transactions import Transaction
@@ -58,6 +59,8 @@ def send(nodes: Nodes, att: Attachment, held: Held) -> None:
     data = nodes.store.body(entry)
     if entry.delivery_count:
         data = redelivered(data, entry.delivery_count)
+    if isinstance(att.queue, Outbox):
+        data = att.queue.labelled(data, entry)
     out = new_delivery(link)
     lib.pn_link_send(p, data, len(data))
     lib.pn_link_advance(p)

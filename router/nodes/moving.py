@@ -16,8 +16,9 @@ they landed, they end up on the node's host.
 
 Messages this router sends to a node on another router of its own accord (dead letters, a
 binding's copies) travel the same way: they are taken into an outbox for that node here, in the
-store, and let go once its host accepted them. A binding accepts for its target, so what it
-passes on must not depend on the target's host being reachable at that moment.
+store, and let go once its host accepted them, which takes each once (router/nodes/outbox.py).
+A binding accepts for its target, so what it passes on must not depend on the target's host
+being reachable at that moment.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from proton import symbol
 
-from router.configrecords import NodeSettings
+from router import tokens
 from router.log import get_logger
 from router.nodes import distribution, intake
 from router.nodes.filters import described
+from router.nodes.outbox import OUTBOX, OUTBOX_LINK, Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic
@@ -47,28 +49,30 @@ CHECK_SECONDS = 2.0
 SUBSCRIPTION = "x-opt-routernet-subscription"
 FILTERS = "x-opt-routernet-filters"
 DETACH_FORCED = "amqp:link:detach-forced"
-# The store name of the outbox for a node: no node's name starts with the separator.
-OUTBOX = f"{SEPARATOR}outbox{SEPARATOR}"
 
 
 class Mover:
     def __init__(self, nodes: Nodes) -> None:
         self.nodes = nodes
         self.links: dict[str, Link] = {}  # node -> our link sending its messages on
-        self.outboxes: dict[str, Queue] = {}  # by the address of the node they are for
+        self.outboxes: dict[str, Outbox] = {}  # by the address of the node they are for
         self.next_check = 0.0
 
-    def outbox(self, address: str) -> Queue:
+    def outbox(self, address: str) -> Outbox:
         """The outbox for node `address`, hosted elsewhere (kept in the store's nodes)."""
         box = self.outboxes.get(address)
         if box is None:
             nodes = self.nodes
-            assert nodes.store is not None
+            store = nodes.store
+            assert store is not None
             name = f"{OUTBOX}{address}"
-            box = Queue(address, NodeSettings(), nodes.store, nodes.facts, store_name=name)
+            props = store.node(name)
+            token = props.get("token") if props is not None else None
+            if not isinstance(token, str):
+                token = tokens.token_urlsafe(12)
+                store.put_node(name, {"outbox": address, "token": token})
+            box = Outbox(address, store, nodes.facts, token)
             self.outboxes[address] = box
-            if name not in nodes.store.nodes():
-                nodes.store.put_node(name, {"outbox": address})
         return box
 
     def post(self, address: str, data: bytes) -> None:
@@ -164,7 +168,7 @@ class Mover:
             and bool(lib.pn_link_state(link.pn) & lib.PN_REMOTE_ACTIVE)
         )
 
-    def send_outbox(self, address: str, box: Queue, me: str) -> None:
+    def send_outbox(self, address: str, box: Outbox, me: str) -> None:
         nodes = self.nodes
         store = box.store
         key = box.store_name
@@ -227,6 +231,8 @@ class Mover:
                 lib.pn_link_properties(p),
                 {symbol(SUBSCRIPTION): subscription, symbol(FILTERS): filters},
             )
+        elif isinstance(queue, Outbox):
+            data_put(lib.pn_link_properties(p), {symbol(OUTBOX_LINK): [router.id, queue.token]})
         link = router.register_link(p, conn, incoming=False)
         link.kind = "node"
         link.address = key
