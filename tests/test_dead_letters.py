@@ -19,6 +19,7 @@ import pytest
 from clients import ACCEPTED, REJECTED, Client, World, settle
 from harness import RouterProcess
 from proton import Message
+from router_operator import local
 from test_edge import started
 from test_nodes import consumer, send
 from test_nodes_network import depth, rows, stored_pair, wait_for_router
@@ -137,9 +138,12 @@ def test_the_outbox_is_in_management_while_it_holds_anything(world: World, tmp_p
         jobs(on_b, 30)
         on_b.close()
         reject_all(world, b, 30)
-        [row] = [r for r in rows(world, b, "nodeType") if r["name"] == OUTBOX]
-        assert row["nodeType"] == "outbox"
-        assert outbox_depth(world, b) == 30
+        # What `routernet status` asks each router, and lists.
+        asked = local.management_query(
+            f"{b.host}:{b.port}", {local.NODE_ENTITY: local.HOSTED_NODE_ATTRIBUTES}
+        )
+        listed = [(n["name"], n["type"], n["depth"]) for n in local.hosted_nodes("B", asked)]
+        assert (OUTBOX, "outbox", 30) in listed
         b.stop(signal.SIGKILL)
         b.start()
         assert outbox_depth(world, b) == 30
