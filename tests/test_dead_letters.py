@@ -11,6 +11,7 @@ B, its dead letter address on A (`dead.jobs`) or on B itself (`jobs.dead`).
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,42 @@ def test_kill_9_of_either_router_while_dead_letters_move_keeps_each_once(
         assert len(bodies) == DEAD
         assert sorted(b[:5] for b in bodies) == [f"{i:05d}" for i in range(DEAD)]
         world.run_until(lambda: outbox_depth(world, b) == 0, what="the outbox emptied")
+
+
+def test_a_draining_host_waits_for_its_outbox(world: World, tmp_path: Path) -> None:
+    """B holds dead letters for A, which is down: B's drain counts the outbox, waits for it
+    (to its timeout), and keeps it in its store for its next start."""
+    a, b = stored_pair(tmp_path, addresses(ELSEWHERE))
+    with started(a, b):
+        wait_for_router(world, b, "A")
+        a.stop()
+        on_b = world.connect(b.url)
+        jobs(on_b, 5)
+        on_b.close()
+        reject_all(world, b, 5)
+        b.stop()
+        assert re.search(r"event=router\.draining .*moving_nodes=1", b.log())
+        assert re.search(r"event=router\.drained .*reason=timeout .*moving_nodes=1", b.log())
+        b.start()
+        a.start()
+        assert sorted(dead_letters(world, a, ELSEWHERE, 5)) == [f"{i:05d}" for i in range(5)]
+
+
+def test_an_outbox_whose_node_comes_here_empties_into_it(world: World, tmp_path: Path) -> None:
+    """The dead letter queue's hosts change to B while B holds dead letters for it: they go
+    into the node on B, each once."""
+    a, b = stored_pair(tmp_path, addresses(ELSEWHERE))
+    with started(a, b):
+        wait_for_router(world, b, "A")
+        a.stop()
+        on_b = world.connect(b.url)
+        jobs(on_b, 5)
+        on_b.close()
+        reject_all(world, b, 5)
+        assert outbox_depth(world, b) == 5
+        for router in (a, b):
+            router.config["addresses"][1]["node"]["hosts"] = ["B"]
+            router.rewrite_config()
+        world.run_until(lambda: depth(world, b, ELSEWHERE) == 5, what="into the node on B")
+        assert outbox_depth(world, b) == 0
+        assert sorted(dead_letters(world, b, ELSEWHERE, 5)) == [f"{i:05d}" for i in range(5)]

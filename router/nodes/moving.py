@@ -190,11 +190,11 @@ class Mover:
         if node is not None:
             box.refill()  # the rest of a paged outbox at the next ticks
             for held in list(box.messages.values()):
-                if (
-                    not held.acquired
-                    and intake.take(nodes, node, store.body(held.entry)) is not None
-                ):
-                    box.accepted(held)  # else the node is full: tried again later
+                if held.acquired:
+                    continue
+                with store.atomic():  # out of the outbox and into the node: a crash keeps one
+                    if intake.take(nodes, node, store.body(held.entry)) is not None:
+                        box.accepted(held)  # else the node is full: tried again later
             distribution.pump_node(nodes, node)
 
     def in_use(self, node: Node) -> bool:
