@@ -21,6 +21,8 @@ On the first SIGTERM or SIGINT the router drains before it closes. It:
 A router with a store that is no host of any node any more (its Router scaled in: the
 operator shrank the hosts first) also waits until it has moved every node it still holds to
 its host (router/nodes/moving.py), so that nothing stays behind on a volume that is going.
+A host waits for its outboxes (dead letters, bindings' copies for nodes on other routers) to
+be taken: kept in its store, they would otherwise wait for it to come back.
 
 It waits until no delivery it holds is unsettled and none waits for a consumer's credit, at most
 ``router.drainTimeoutSeconds`` (``--drain-seconds``), or until a second SIGTERM/SIGINT; then the
@@ -69,7 +71,7 @@ def refusal(router: Router) -> str:
 
 def outstanding(router: Router) -> tuple[int, int, int]:
     """(senders' deliveries still unsettled in the router, deliveries waiting for credit,
-    nodes still to move away)."""
+    nodes and outboxes still to move away)."""
     unsettled = queued = 0
     for link in router.links.values():
         if link.incoming:
@@ -77,7 +79,9 @@ def outstanding(router: Router) -> tuple[int, int, int]:
         else:
             queued += len(link.queue)
     nodes = router.nodes
-    moving = nodes.held() if nodes.store is not None and not nodes.hosting else 0
+    moving = 0
+    if nodes.store is not None:
+        moving = nodes.outboxes_holding() if nodes.hosting else nodes.held()
     return unsettled, queued, moving
 
 

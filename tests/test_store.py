@@ -178,6 +178,28 @@ def test_a_torn_batch_is_none_of_it(tmp_path: Path, damage: str) -> None:
     store.close()
 
 
+def test_a_batch_inside_another_is_part_of_its_record(tmp_path: Path) -> None:
+    """A dead letter's move (out of its queue, into the next) inside a transaction's commit:
+    one record, so a crash that cuts it keeps none of either."""
+    store = Store.open(tmp_path)
+    before = fill(store, 3)
+    store.sync()
+    with store.atomic():
+        fill(store, 5, node="other")
+        with store.atomic():
+            store.settle(before[0])
+            fill(store, 1, node="dead")
+    store.close()
+    [segment] = segments(tmp_path)
+    segment.write_bytes(segment.read_bytes()[:-5])  # the last record of the inner one cut
+
+    store = Store.open(tmp_path)
+    got = store.recovered()
+    assert "other" not in got and "dead" not in got
+    assert [e.id for e in got["q"]] == [e.id for e in before]
+    store.close()
+
+
 def test_a_batch_with_a_broken_record_inside_is_refused(tmp_path: Path) -> None:
     """Its CRC holds but what it holds is not whole records: not a torn write, a bad store."""
     inner = fmt.encode_settle(1)[:-1]

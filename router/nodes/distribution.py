@@ -14,6 +14,7 @@ from router.forwarder import ACCEPTED, REJECTED, TERMINAL, Message, new_delivery
 from router.log import get_logger
 from router.nodes import intake
 from router.nodes.message import dead_lettered, redelivered
+from router.nodes.outbox import Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue
 from router.nodes.transactions import Transaction
@@ -58,6 +59,8 @@ def send(nodes: Nodes, att: Attachment, held: Held) -> None:
     data = nodes.store.body(entry)
     if entry.delivery_count:
         data = redelivered(data, entry.delivery_count)
+    if isinstance(att.queue, Outbox):
+        data = att.queue.labelled(data, entry)
     out = new_delivery(link)
     lib.pn_link_send(p, data, len(data))
     lib.pn_link_advance(p)
@@ -149,14 +152,17 @@ def unblock(nodes: Nodes, node: Node) -> None:
 def dead_letter(
     nodes: Nodes, queue: Queue, held: Held, reason: str, condition: tuple[str, str | None] | None
 ) -> None:
-    """Off the queue: to its dead letter address with why, or dropped and counted."""
-    assert nodes.store is not None
+    """Off the queue: to its dead letter address with why, or dropped and counted. Off the
+    queue and into the next one in one store record: a crash keeps it in one of them."""
+    store = nodes.store
+    assert store is not None
     target = queue.settings.deadLetterAddress
     if target is not None:
-        data = dead_lettered(nodes.store.body(held.entry), reason, queue.name, condition)
+        data = dead_lettered(store.body(held.entry), reason, queue.name, condition)
         queue.dead_lettered += 1
-        queue.remove(held)
-        send_to(nodes, target, data)
+        with store.atomic():
+            queue.remove(held)
+            send_to(nodes, target, data)
     else:
         queue.dropped += 1
         queue.remove(held)

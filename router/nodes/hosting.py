@@ -40,6 +40,7 @@ from router.nodes.filters import (
     parse_filters,
 )
 from router.nodes.moving import FILTERS, SUBSCRIPTION, Mover
+from router.nodes.outbox import OUTBOX_LINK, Inbox, Outbox, inbox_name
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic, subscription_name
@@ -62,7 +63,7 @@ ROUTER_ROLES = ("inter-router", "edge")
 class Attachment:
     """A link to a node here: a producer's, or a consumer's with its standing in a queue."""
 
-    __slots__ = ("into", "link", "node", "out", "queue", "sub")
+    __slots__ = ("inbox", "into", "link", "node", "out", "queue", "sub")
 
     def __init__(self, link: Link, node: Node, queue: Queue | None, sub: Subscriber | None):
         self.link = link
@@ -73,6 +74,8 @@ class Attachment:
         # A producer's messages go straight into this subscription: the link of another
         # router moving a durable subscription here (router/nodes/moving.py).
         self.into: Subscription | None = None
+        # Or each goes in once: the link of another router's outbox (router/nodes/outbox.py).
+        self.inbox: Inbox | None = None
 
 
 class Made:
@@ -108,6 +111,7 @@ class Nodes:
         self.hosting = False  # a host of some address's nodes under the configuration
         self.coordinator = Coordinator(self)
         self.mover = Mover(self)
+        self.inboxes: dict[str, Inbox] = {}  # by store name
         self.configure(router.config)
         router.fwd.hosted = self.route
 
@@ -169,6 +173,9 @@ class Nodes:
         for name, props in described.items():
             if props.get("outbox"):
                 self.mover.outbox(str(props["outbox"]))
+            elif props.get("inbox"):
+                inbox = Inbox(store, str(props["origin"]), str(props["inbox"]), props["token"])
+                self.inboxes[name] = inbox
             elif props.get("subscription"):
                 topic = self.node(str(props["topic"]))
                 if isinstance(topic, Topic):
@@ -179,7 +186,11 @@ class Nodes:
         for name, entries in store.recovered().items():
             found = described.get(name)
             queue = self.stored_queue(name, found)
-            if queue is not None:
+            if name in self.inboxes:
+                self.inboxes[name].restore(entries)
+            elif queue is not None:
+                if isinstance(queue, Outbox):
+                    entries.sort(key=lambda e: e.id)  # its floor is its first (outbox.py)
                 for entry in entries:
                     queue.restore(entry)
                 messages += len(entries)
@@ -220,7 +231,23 @@ class Nodes:
         outboxes with messages: a router that is no host (`hosting`) and holds none has
         nothing to move, and its store can go."""
         nodes = sum(1 for name in self.nodes if name not in self.made and self.lookup(name))
-        return nodes + sum(1 for box in self.mover.outboxes.values() if box.depth)
+        return nodes + self.outboxes_holding()
+
+    def outboxes_holding(self) -> int:
+        """Outboxes with messages their nodes' hosts have not taken yet."""
+        return sum(1 for box in self.mover.outboxes.values() if box.depth)
+
+    def inbox(self, origin: str, node: str, token: str) -> Inbox:
+        """What this host took from `origin`'s outbox for `node` (router/nodes/outbox.py)."""
+        found = self.inboxes.get(inbox_name(origin, node))
+        if found is not None:
+            found.renew(token)
+            return found
+        store = self.store
+        assert store is not None
+        inbox = self.inboxes[inbox_name(origin, node)] = Inbox(store, origin, node, token)
+        store.put_node(inbox.name, inbox.props())
+        return inbox
 
     def hosts(self, settings: NodeSettings) -> list[str]:
         return settings.hosts or [self.router.id]
@@ -407,13 +434,18 @@ class Nodes:
         link.kind = "node"
         lib.pn_link_open(p)
         att = self.add(Attachment(link, node, None, None))
-        if isinstance(node, Topic) and link.conn.role in ROUTER_ROLES:
+        if link.conn.role in ROUTER_ROLES:
             properties = data_get(lib.pn_link_remote_properties(p))
-            moved = properties.get(SUBSCRIPTION) if isinstance(properties, dict) else None
-            if isinstance(moved, str) and SEPARATOR in moved:
+            if not isinstance(properties, dict):
+                properties = {}
+            moved = properties.get(SUBSCRIPTION)
+            outbox = properties.get(OUTBOX_LINK)
+            if isinstance(node, Topic) and isinstance(moved, str) and SEPARATOR in moved:
                 name = f"{node.name}{SEPARATOR}{moved}"
                 filters = stored_filters({"filters": properties.get(FILTERS)}, name)
                 att.into = node.subscribe(name, durable=True, filters=filters)
+            elif isinstance(outbox, list) and len(outbox) == 2:
+                att.inbox = self.inbox(str(outbox[0]), node.name, str(outbox[1]))
         intake.credit(self, link, node)
         log.info("node.producer", node=node.name, conn=link.conn.conn_id, link=link.name)
 
@@ -607,9 +639,12 @@ class Nodes:
                         queue.remove(held)
 
     def rows(self) -> list[dict[str, Any]]:
-        """Management's view (`io.routernet.node`): one row per node hosted here."""
+        """Management's view (`io.routernet.node`): one row per node hosted here, and one per
+        outbox while it holds anything (`/outbox/<node>`, of type `outbox`): messages this
+        router passed on to a node elsewhere that its host has not taken yet."""
         rows = []
-        for name, node in sorted(self.nodes.items()):
+        boxes = [(f"/outbox/{a}", box) for a, box in self.mover.outboxes.items() if box.depth]
+        for name, node in sorted([*self.nodes.items(), *boxes], key=lambda item: item[0]):
             links = self.of(node)
             producers = sum(1 for att in links if att.queue is None)
             consumers = len(links) - producers

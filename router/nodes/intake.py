@@ -24,6 +24,7 @@ from router.pn import lib, set_condition
 if TYPE_CHECKING:
     from router.links import Forward, Link
     from router.nodes.hosting import Attachment, Node, Nodes
+    from router.nodes.outbox import Inbox
 
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 
@@ -49,6 +50,8 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
         accepted: bool | None
         if att.into is not None:  # a durable subscription moving here
             accepted = take_into(att.into, bytes(data))
+        elif att.inbox is not None:  # from another router's outbox
+            accepted = take_once(nodes, att.inbox, att.node, bytes(data))
         else:
             accepted = take(nodes, att.node, bytes(data))
     except ValueError as err:
@@ -114,6 +117,20 @@ def take_into(queue: Queue, data: bytes) -> bool:
     st = stamp(data, time.time())
     queue.put(data, st.priority, st.expiry, st.durable)
     return st.durable
+
+
+def take_once(nodes: Nodes, inbox: Inbox, node: Node, data: bytes) -> bool | None:
+    """A labelled message from another router's outbox (router/nodes/outbox.py): kept with
+    its marker in one store record, or, already kept, accepted again at once."""
+    mid, data = inbox.label(data)
+    if inbox.seen(mid):
+        return False
+    assert nodes.store is not None
+    with nodes.store.atomic():
+        durable = take(nodes, node, data)
+        if durable is not None:
+            inbox.mark(mid)
+    return durable
 
 
 def credit(nodes: Nodes, link: Link, node: Node) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Data, Message, symbol
+from proton import Data, Described, Message, symbol, ulong
 
 from router.nodes.queue import priority_of
 
@@ -121,3 +121,53 @@ def dead_lettered(
     msg.annotations = annotations
     msg.delivery_count = 0
     return bytes(msg.encode())
+
+
+def with_delivery_annotation(data: bytes, key: str, value: Any) -> bytes:
+    """The message with `key` in its delivery annotations (the section for one hop's
+    information), the rest of it as it was: the body is not decoded."""
+    start, end, annotations = _delivery_annotations(data)
+    annotations[symbol(key)] = value
+    return data[:start] + _encoded(annotations) + data[end:]
+
+
+def without_delivery_annotation(data: bytes, key: str) -> tuple[Any, bytes]:
+    """`key`'s value in the delivery annotations (None if absent) and the message without it;
+    ValueError (one line) if the sections before the body do not decode."""
+    start, end, annotations = _delivery_annotations(data)
+    value = annotations.pop(symbol(key), None)
+    if value is None:
+        return None, data
+    return value, data[:start] + (_encoded(annotations) if annotations else b"") + data[end:]
+
+
+def _delivery_annotations(data: bytes) -> tuple[int, int, dict[Any, Any]]:
+    """Where the delivery annotations are (or go: after the header) and what they hold."""
+    offset = 0
+    view = memoryview(data)
+    while offset < len(data):
+        if data[offset : offset + 2] == b"\x00\x53" and data[offset + 2] not in (
+            _HEADER,
+            _DELIVERY_ANNOTATIONS,
+        ):
+            break  # not decoded: the body may be large
+        section = Data()
+        try:
+            used = section.decode(view[offset:].tobytes() if offset else data)
+        except Exception as err:
+            raise ValueError(f"the message does not decode: {err}"[:200]) from None
+        value = section.get_object()
+        code = _code(value)
+        if code == _DELIVERY_ANNOTATIONS:
+            found = getattr(value, "value", None)
+            return offset, offset + used, dict(found) if isinstance(found, dict) else {}
+        if code != _HEADER:
+            break
+        offset += used
+    return offset, offset, {}
+
+
+def _encoded(annotations: dict[Any, Any]) -> bytes:
+    section = Data()
+    section.put_object(Described(ulong(_DELIVERY_ANNOTATIONS), annotations))
+    return bytes(section.encode())

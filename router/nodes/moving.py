@@ -16,8 +16,9 @@ they landed, they end up on the node's host.
 
 Messages this router sends to a node on another router of its own accord (dead letters, a
 binding's copies) travel the same way: they are taken into an outbox for that node here, in the
-store, and let go once its host accepted them. A binding accepts for its target, so what it
-passes on must not depend on the target's host being reachable at that moment.
+store, and let go once its host accepted them, which takes each once (router/nodes/outbox.py).
+A binding accepts for its target, so what it passes on must not depend on the target's host
+being reachable at that moment.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from proton import symbol
 
-from router.configrecords import NodeSettings
+from router import tokens
 from router.log import get_logger
 from router.nodes import distribution, intake
 from router.nodes.filters import described
+from router.nodes.outbox import OUTBOX, OUTBOX_LINK, Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic
@@ -47,34 +49,40 @@ CHECK_SECONDS = 2.0
 SUBSCRIPTION = "x-opt-routernet-subscription"
 FILTERS = "x-opt-routernet-filters"
 DETACH_FORCED = "amqp:link:detach-forced"
-# The store name of the outbox for a node: no node's name starts with the separator.
-OUTBOX = f"{SEPARATOR}outbox{SEPARATOR}"
 
 
 class Mover:
     def __init__(self, nodes: Nodes) -> None:
         self.nodes = nodes
         self.links: dict[str, Link] = {}  # node -> our link sending its messages on
-        self.outboxes: dict[str, Queue] = {}  # by the address of the node they are for
+        self.outboxes: dict[str, Outbox] = {}  # by the address of the node they are for
         self.next_check = 0.0
 
-    def outbox(self, address: str) -> Queue:
+    def outbox(self, address: str) -> Outbox:
         """The outbox for node `address`, hosted elsewhere (kept in the store's nodes)."""
         box = self.outboxes.get(address)
         if box is None:
             nodes = self.nodes
-            assert nodes.store is not None
+            store = nodes.store
+            assert store is not None
             name = f"{OUTBOX}{address}"
-            box = Queue(address, NodeSettings(), nodes.store, nodes.facts, store_name=name)
+            props = store.node(name)
+            token = props.get("token") if props is not None else None
+            if not isinstance(token, str):
+                token = tokens.token_urlsafe(12)
+                store.put_node(name, {"outbox": address, "token": token})
+            box = Outbox(address, store, nodes.facts, token)
             self.outboxes[address] = box
-            if name not in nodes.store.nodes():
-                nodes.store.put_node(name, {"outbox": address})
         return box
 
     def post(self, address: str, data: bytes) -> None:
         """A message of this router's own for node `address`, whose host is another router."""
-        intake.take_into(self.outbox(address), data)
-        self.next_check = 0.0  # sent on at the next tick, not in two seconds
+        box = self.outbox(address)
+        intake.take_into(box, data)
+        # On our link now, if it has credit: it may have had all it will get (a host tops
+        # credit up only as it runs low), and the next tick only starts a link that is gone.
+        distribution.pump_node(self.nodes, box)
+        self.next_check = 0.0  # a link started at the next tick, not in two seconds
 
     def tick(self, now: float) -> None:
         if now < self.next_check:
@@ -160,7 +168,7 @@ class Mover:
             and bool(lib.pn_link_state(link.pn) & lib.PN_REMOTE_ACTIVE)
         )
 
-    def send_outbox(self, address: str, box: Queue, me: str) -> None:
+    def send_outbox(self, address: str, box: Outbox, me: str) -> None:
         nodes = self.nodes
         store = box.store
         key = box.store_name
@@ -182,11 +190,11 @@ class Mover:
         if node is not None:
             box.refill()  # the rest of a paged outbox at the next ticks
             for held in list(box.messages.values()):
-                if (
-                    not held.acquired
-                    and intake.take(nodes, node, store.body(held.entry)) is not None
-                ):
-                    box.accepted(held)  # else the node is full: tried again later
+                if held.acquired:
+                    continue
+                with store.atomic():  # out of the outbox and into the node: a crash keeps one
+                    if intake.take(nodes, node, store.body(held.entry)) is not None:
+                        box.accepted(held)  # else the node is full: tried again later
             distribution.pump_node(nodes, node)
 
     def in_use(self, node: Node) -> bool:
@@ -223,6 +231,8 @@ class Mover:
                 lib.pn_link_properties(p),
                 {symbol(SUBSCRIPTION): subscription, symbol(FILTERS): filters},
             )
+        elif isinstance(queue, Outbox):
+            data_put(lib.pn_link_properties(p), {symbol(OUTBOX_LINK): [router.id, queue.token]})
         link = router.register_link(p, conn, incoming=False)
         link.kind = "node"
         link.address = key

@@ -480,8 +480,11 @@ class Store:
     def atomic(self) -> Iterator[None]:
         """What is appended, settled and counted inside reaches the log as one BATCH record
         (format.py), so that a crash leaves all of it or none: a transaction's commit. It is
-        on disk, like the rest, once a later `sync()` returned."""
-        assert self._batch is None, "atomic() does not nest"
+        on disk, like the rest, once a later `sync()` returned. Inside another, it is part of
+        that one's record."""
+        if self._batch is not None:
+            yield
+            return
         self._batch = []
         try:
             yield
