@@ -18,13 +18,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from proton import Condition, Delivery, Endpoint, Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
 
+T = TypeVar("T")
 TIMEOUT = 5.0
 POLL = 0.02
 
@@ -109,6 +111,17 @@ class World:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             self.step()
+
+    def beside(
+        self, call: Callable[[], T], timeout: float = 20.0, what: str = "a blocking client"
+    ) -> T:
+        """`call` (a blocking client: proton.utils, whose own loop waits for the answers) run on
+        a thread while this loop serves the test's own peers, such as the container its links
+        reach: on one thread each would wait for the other. Its result, or its exception."""
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(call)
+            self.run_until(future.done, timeout=timeout, what=what)
+            return future.result()
 
     def run_for(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

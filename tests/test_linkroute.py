@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, settle
 from harness import RouterNetwork, RouterProcess, free_port
-from proton import Condition, Endpoint, Message
+from proton import Condition, Endpoint, Message, Terminus
 from proton.reactor import DurableSubscription
 
 BROKER_ID = "broker-1"
@@ -65,7 +65,11 @@ class FakeBroker(Client):
         self.by_name[link.name] = link
         condition = self.refuse.get(address or "")
         if condition is not None:
-            link.open()  # null source and target
+            # A refusal as AMQP words it: null source and target (Proton's defaults are empty
+            # termini, which a client may take for an attached link), then the detach.
+            link.source.type = Terminus.UNSPECIFIED
+            link.target.type = Terminus.UNSPECIFIED
+            link.open()
             link.condition = condition
             link.close()
             return
