@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from proton import Condition, Delivery, Endpoint, Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
+from proton.utils import BlockingConnection
 
 T = TypeVar("T")
 TIMEOUT = 5.0
@@ -553,6 +554,23 @@ while True:
     message = receiver.receive(timeout=60)
     print("got", message.body, flush=True)   # never accepted: stays unsettled at the router
 """
+
+
+def blocking_round_trip(url: str, address: str) -> tuple[str | None, str | None, Any]:
+    """A proton.utils client's sender and receiver on `address`, one message each way: what
+    the attaches were answered, and the body received. BlockingConnection refuses a link whose
+    answer names another node than it asked for (LinkException: target/source does not
+    match), as any client that checks its terminus does."""
+    conn = BlockingConnection(url, timeout=10)
+    try:
+        sender = conn.create_sender(address)
+        receiver = conn.create_receiver(address)
+        sender.send(Message(body="to the container"))  # returns once the container accepts
+        body = receiver.receive(timeout=10).body
+        receiver.accept()
+        return sender.link.remote_target.address, receiver.link.remote_source.address, body
+    finally:
+        conn.close()
 
 
 class ConsumerProcess:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World
+from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, blocking_round_trip
 from harness import RouterProcess
 from proton import Condition, Message, SymbolList, Terminus, symbol
 from proton.reactor import SenderOption
@@ -116,23 +116,6 @@ def test_links_reach_a_container_on_another_router(tmp_path: Path, world: World)
         on_edge = world.connect(net.e.url).sender(f"({PLANT})/queue2", name="from-edge")
         assert on_edge.attached and not on_edge.closed
         assert ("from-edge", "queue2", True) in plant.attaches
-
-
-def blocking_round_trip(url: str, address: str) -> tuple[str | None, str | None, Any]:
-    """A proton.utils client's sender and receiver on `address`, one message each way: what
-    the attaches were answered, and the body received. BlockingConnection refuses a link whose
-    answer names another node than it asked for (LinkException: target/source does not
-    match), as any client that checks its terminus does."""
-    conn = BlockingConnection(url, timeout=10)
-    try:
-        sender = conn.create_sender(address)
-        receiver = conn.create_receiver(address)
-        sender.send(Message(body="to the container"))  # returns once the container accepts
-        body = receiver.receive(timeout=10).body
-        receiver.accept()
-        return sender.link.remote_target.address, receiver.link.remote_source.address, body
-    finally:
-        conn.close()
 
 
 def test_blocking_clients_see_the_address_they_asked_for(tmp_path: Path, world: World) -> None:
