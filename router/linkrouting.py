@@ -88,13 +88,8 @@ def origin(link: Link) -> tuple[str, str]:
 
 
 def put_back(terminus: Any, rewrite: Rewrite) -> None:
-    """Give an answered terminus the address its client asked for. A null terminus (a
-    refusal) stays null, and one without an address or with an address of the container's
-    making (dynamic) is the container's to name."""
-    if lib.pn_terminus_get_type(terminus) == lib.PN_UNSPECIFIED:
-        return
-    if lib.pn_terminus_is_dynamic(terminus):
-        return
+    """Give an answered terminus the address its client asked for. A refusal's null terminus
+    has no address, so stays null, as does an answer without one."""
     answered = text(lib.pn_terminus_get_address(terminus))
     if answered is not None:
         lib.pn_terminus_set_address(terminus, cbytes(rewrite.back(answered)))
