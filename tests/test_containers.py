@@ -120,17 +120,21 @@ def test_links_reach_a_container_on_another_router(tmp_path: Path, world: World)
 
 def test_blocking_clients_see_the_address_they_asked_for(tmp_path: Path, world: World) -> None:
     """The container answers in its own terms (`atm`); every client sees `(plant-b)/atm` (or
-    however it spelled it) on the returning attach, on the container's router (B), on another
-    (A) and on an edge (E)."""
-    with network(tmp_path, world) as net:
+    however it spelled it, or `()/atm` that a gateway rule resolved) on the returning attach,
+    on the container's router (B), on another (A) and on an edge (E)."""
+    rules = {"rules": [{"container": PLANT, "node": {"exact": "atm"}}]}
+    with network(tmp_path, world, gateway=rules) as net:
         plant = FakeBroker(world, net.b.url, container_id=PLANT)
         wait_for_container(world, net.a, PLANT)  # E sends what it does not know up to A
-        for router, address in (
+        asked = [
             (net.b, f"({PLANT})/atm"),
             (net.a, f"({PLANT})/atm"),
             (net.e, f"({PLANT})/atm"),
             (net.e, f"amqp:({PLANT})/atm"),
-        ):
+            (net.e, "()/atm"),
+            (net.b, "()/atm"),
+        ]
+        for router, address in asked:
             plant.serve("atm", 1)
             answered = world.beside(
                 lambda url=router.url, address=address: blocking_round_trip(url, address),
@@ -142,7 +146,9 @@ def test_blocking_clients_see_the_address_they_asked_for(tmp_path: Path, world: 
             ("atm", True),
             ("atm", False),
         }
-        assert [(a, m.body) for a, m in plant.received] == [("atm", "to the container")] * 4
+        assert [(a, m.body) for a, m in plant.received] == [("atm", "to the container")] * len(
+            asked
+        )
 
 
 def test_a_containers_refusal_stays_a_refusal(tmp_path: Path, world: World) -> None:
