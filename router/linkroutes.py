@@ -5,7 +5,7 @@ attach is passed on hop by hop until it reaches the container, and from then on 
 transfers, dispositions and credit are relayed along that path untouched. This module holds the
 pure part: matching an address to a route (with Dispatch's prefix/pattern precedence), the
 routing-table keys Dispatch uses for routes (`C`/`D` for prefixes, `E`/`F` for patterns, in/out),
-and the external-prefix rewriting of addresses on the container's side.
+and the external-prefix rewriting of addresses on the container's side (and back).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from router.addressing import Kind, TokenTree, parse, rule_tokens
+from router.addressing.rewrite import Rewrite, external
 from router.configrecords import RouterConfig
 
 # The hint link-route keys carry in mobile address updates: Dispatch's "link-balanced".
@@ -81,14 +82,10 @@ class LinkRouteRule:
             return self.container_id == container_id
         return self.connection is not None and self.connection == connection_name
 
-    def external(self, address: str) -> str:
-        """The address the container sees: delExternalPrefix taken off, addExternalPrefix put
-        on."""
-        if self.del_prefix and address.startswith(self.del_prefix):
-            address = address[len(self.del_prefix) :]
-        if self.add_prefix:
-            address = self.add_prefix + address
-        return address
+    def external(self, address: str) -> tuple[str, Rewrite | None]:
+        """The address the container sees (delExternalPrefix taken off, addExternalPrefix put
+        on), and how to turn the container's answer back into `address`."""
+        return external(address, self.add_prefix, self.del_prefix)
 
 
 class LinkRouteTable:

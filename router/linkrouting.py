@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from proton import symbol
 
 from router import attach
+from router.addressing.rewrite import Rewrite
 from router.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.linkroutes import LINK_BALANCED, LINK_LOST, NO_ROUTE, LinkRouteRule, LinkRouteTable
 from router.links import Link
@@ -84,6 +85,14 @@ def origin(link: Link) -> tuple[str, str]:
             if isinstance(container, str) and isinstance(name, str):
                 return container, name
     return conn.remote_container or "", link.name
+
+
+def put_back(terminus: Any, rewrite: Rewrite) -> None:
+    """Give an answered terminus the address its client asked for. A refusal's null terminus
+    has no address, so stays null, as does an answer without one."""
+    answered = text(lib.pn_terminus_get_address(terminus))
+    if answered is not None:
+        lib.pn_terminus_set_address(terminus, cbytes(rewrite.back(answered)))
 
 
 def _learned(key: str) -> LinkRouteRule | None:
@@ -277,13 +286,22 @@ class LinkRouter:
             self.refuse(link, NO_ROUTE, f"no route to a container for {address!r}")
             return True
         conn, last = hop
-        there = rule.external(address) if last and (rule.add_prefix or rule.del_prefix) else None
-        self.relay(link, conn, there)
+        if last and (rule.add_prefix or rule.del_prefix):
+            self.relay(link, conn, *rule.external(address))
+        else:
+            self.relay(link, conn)
         return True
 
-    def relay(self, link: Link, conn: Connection, address: str | None = None) -> None:
+    def relay(
+        self,
+        link: Link,
+        conn: Connection,
+        address: str | None = None,
+        back: Rewrite | None = None,
+    ) -> None:
         """Attach `link`'s partner on `conn` (the container, or the next router toward it),
-        `address` replacing the terminus address there if given; the pair then relays until
+        `address` replacing the terminus address there if given, and `back` turning the
+        answer's address into the one `link`'s peer asked for; the pair then relays until
         either side detaches. Also how links to `(container)/node` travel
         (router/containers/)."""
         p = link.pn
@@ -323,6 +341,7 @@ class LinkRouter:
         peer = self.router.register_link(q, conn, incoming=not link.incoming)
         peer.kind = "routed"
         peer.address = link.address
+        peer.rewrite = back
         link.peer, peer.peer = peer, link
         lib.pn_link_open(q)
         self.router.fwd.touched.add(conn)
@@ -354,7 +373,8 @@ class LinkRouter:
 
     def answered(self, link: Link) -> None:
         """The container (or the next router) answered our attach: answer the client's with
-        the termini it chose, so both ends agree on what the link is."""
+        the termini it chose, so both ends agree on what the link is, in the client's terms:
+        its address where this router attached another (`link.rewrite`)."""
         peer = link.peer
         if peer is None:
             return
@@ -363,6 +383,10 @@ class LinkRouter:
             return
         lib.pn_terminus_copy(lib.pn_link_source(q), lib.pn_link_remote_source(p))
         lib.pn_terminus_copy(lib.pn_link_target(q), lib.pn_link_remote_target(p))
+        if link.rewrite is not None:
+            put_back(
+                lib.pn_link_target(q) if peer.incoming else lib.pn_link_source(q), link.rewrite
+            )
         lib.pn_link_set_snd_settle_mode(q, lib.pn_link_remote_snd_settle_mode(p))
         lib.pn_link_set_rcv_settle_mode(q, lib.pn_link_remote_rcv_settle_mode(p))
         lib.pn_link_open(q)

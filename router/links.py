@@ -13,6 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from router.addressing.rewrite import Rewrite
     from router.connection import Connection
     from router.forwarder import AddressEntry, Message
     from router.streaming import Stream
@@ -85,6 +86,7 @@ class Link:
         "queue",
         "rejected",
         "released",
+        "rewrite",
         "stream",
         "tag",
         "unsettled",
@@ -132,6 +134,9 @@ class Link:
         self.peer: Link | None = None
         self.pairs: dict[Any, Any] = {}
         self.waiting: deque[tuple[bytes | bytearray, Any]] = deque()
+        # a routed link's far half attached under another address than its partner's peer
+        # asked for: how to put the far end's answer back (router/addressing/rewrite.py)
+        self.rewrite: Rewrite | None = None
 
     @property
     def outstanding(self) -> int:

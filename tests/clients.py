@@ -18,13 +18,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from proton import Condition, Delivery, Endpoint, Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
+from proton.utils import BlockingConnection
 
+T = TypeVar("T")
 TIMEOUT = 5.0
 POLL = 0.02
 
@@ -109,6 +112,17 @@ class World:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             self.step()
+
+    def beside(
+        self, call: Callable[[], T], timeout: float = 20.0, what: str = "a blocking client"
+    ) -> T:
+        """`call` (a blocking client: proton.utils, whose own loop waits for the answers) run on
+        a thread while this loop serves the test's own peers, such as the container its links
+        reach: on one thread each would wait for the other. Its result, or its exception."""
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(call)
+            self.run_until(future.done, timeout=timeout, what=what)
+            return future.result()
 
     def run_for(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -540,6 +554,23 @@ while True:
     message = receiver.receive(timeout=60)
     print("got", message.body, flush=True)   # never accepted: stays unsettled at the router
 """
+
+
+def blocking_round_trip(url: str, address: str) -> tuple[str | None, str | None, Any]:
+    """A proton.utils client's sender and receiver on `address`, one message each way: what
+    the attaches were answered, and the body received. BlockingConnection refuses a link whose
+    answer names another node than it asked for (LinkException: target/source does not
+    match), as any client that checks its terminus does."""
+    conn = BlockingConnection(url, timeout=10)
+    try:
+        sender = conn.create_sender(address)
+        receiver = conn.create_receiver(address)
+        sender.send(Message(body="to the container"))  # returns once the container accepts
+        body = receiver.receive(timeout=10).body
+        receiver.accept()
+        return sender.link.remote_target.address, receiver.link.remote_source.address, body
+    finally:
+        conn.close()
 
 
 class ConsumerProcess:

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World
+from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, blocking_round_trip
 from harness import RouterProcess
-from proton import Message, SymbolList, symbol
+from proton import Condition, Message, SymbolList, Terminus, symbol
 from proton.reactor import SenderOption
+from proton.utils import BlockingConnection, LinkDetached
 from test_edge import edge, interior, started
 from test_linkroute import FakeBroker
 
@@ -115,6 +116,67 @@ def test_links_reach_a_container_on_another_router(tmp_path: Path, world: World)
         on_edge = world.connect(net.e.url).sender(f"({PLANT})/queue2", name="from-edge")
         assert on_edge.attached and not on_edge.closed
         assert ("from-edge", "queue2", True) in plant.attaches
+
+
+def test_blocking_clients_see_the_address_they_asked_for(tmp_path: Path, world: World) -> None:
+    """The container answers in its own terms (`atm`); every client sees `(plant-b)/atm` (or
+    however it spelled it, or `()/atm` that a gateway rule resolved) on the returning attach,
+    on the container's router (B), on another (A) and on an edge (E)."""
+    rules = {"rules": [{"container": PLANT, "node": {"exact": "atm"}}]}
+    with network(tmp_path, world, gateway=rules) as net:
+        plant = FakeBroker(world, net.b.url, container_id=PLANT)
+        wait_for_container(world, net.a, PLANT)  # E sends what it does not know up to A
+        asked = [
+            (net.b, f"({PLANT})/atm"),
+            (net.a, f"({PLANT})/atm"),
+            (net.e, f"({PLANT})/atm"),
+            (net.e, f"amqp:({PLANT})/atm"),
+            (net.e, "()/atm"),
+            (net.b, "()/atm"),
+        ]
+        for router, address in asked:
+            plant.serve("atm", 1)
+            answered = world.beside(
+                lambda url=router.url, address=address: blocking_round_trip(url, address),
+                what=f"a blocking client on {router.id} to {address}",
+            )
+            assert answered == (address, address, "m0")
+        # The container was attached to its own node name, every time.
+        assert {(a, we_receive) for _n, a, we_receive in plant.attaches} == {
+            ("atm", True),
+            ("atm", False),
+        }
+        assert [(a, m.body) for a, m in plant.received] == [("atm", "to the container")] * len(
+            asked
+        )
+
+
+def test_a_containers_refusal_stays_a_refusal(tmp_path: Path, world: World) -> None:
+    """A container that refuses answers with a null terminus: the client gets that and the
+    container's error, not a terminus the router made up for it."""
+    with network(tmp_path, world) as net:
+        plant = FakeBroker(world, net.b.url, container_id=PLANT)
+        plant.refuse["closed"] = Condition("amqp:not-found", "no such node")
+        wait_for_container(world, net.a, PLANT)
+        client = world.connect(net.e.url)
+        sender = client.sender(f"({PLANT})/closed")
+        receiver = client.receiver(f"({PLANT})/closed")
+        world.run_until(lambda: sender.closed and receiver.closed, what="both refusals")
+        for link in (sender.link, receiver.link):
+            assert link.remote_condition.name == "amqp:not-found"
+            assert link.remote_source.type == Terminus.UNSPECIFIED
+            assert link.remote_target.type == Terminus.UNSPECIFIED
+
+        def refused() -> str:
+            conn = BlockingConnection(net.e.url, timeout=10)
+            try:
+                with pytest.raises(LinkDetached) as detached:
+                    conn.create_sender(f"({PLANT})/closed")
+                return str(detached.value.condition)
+            finally:
+                conn.close()
+
+        assert world.beside(refused) == "amqp:not-found"
 
 
 def test_anonymous_relay_messages_reach_the_container_from_a_router_and_an_edge(

@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ACCEPTED, REJECTED, RELEASED, Client, Management, World, settle
+from clients import (
+    ACCEPTED,
+    REJECTED,
+    RELEASED,
+    Client,
+    Management,
+    World,
+    blocking_round_trip,
+    settle,
+)
 from harness import RouterNetwork, RouterProcess, free_port
-from proton import Condition, Endpoint, Message
+from proton import Condition, Endpoint, Message, Terminus
 from proton.reactor import DurableSubscription
 
 BROKER_ID = "broker-1"
@@ -65,7 +74,11 @@ class FakeBroker(Client):
         self.by_name[link.name] = link
         condition = self.refuse.get(address or "")
         if condition is not None:
-            link.open()  # null source and target
+            # A refusal as AMQP words it: null source and target (Proton's defaults are empty
+            # termini, which a client may take for an attached link), then the detach.
+            link.source.type = Terminus.UNSPECIFIED
+            link.target.type = Terminus.UNSPECIFIED
+            link.open()
             link.condition = condition
             link.close()
             return
@@ -515,6 +528,55 @@ def test_a_client_on_an_edge_is_routed_through_its_interior(tmp_path: Path, worl
         assert receiver.bodies == [f"m{i}" for i in range(7)]
         world.run_until(lambda: len(broker.settled) == 7, what="accepts back at the container")
         assert set(broker.settled) == {ACCEPTED}
+
+
+# Routes whose container names its nodes otherwise: (client's address, the container's).
+EXTERNAL = [("queue.atm", "ext/atm"), ("del.atm", "atm"), ("add.atm", "ext/add.atm")]
+EXTERNAL_ROUTES = [
+    {"prefix": prefix, "direction": d, "containerId": BROKER_ID, **prefixes}
+    for prefix, prefixes in (
+        ("queue", {"delExternalPrefix": "queue.", "addExternalPrefix": "ext/"}),
+        ("del", {"delExternalPrefix": "del."}),
+        ("add", {"addExternalPrefix": "ext/"}),
+    )
+    for d in ("in", "out")
+]
+
+
+def test_external_prefixes_are_put_back_on_the_answer_to_the_client(
+    tmp_path: Path, world: World
+) -> None:
+    """The container sees the address with delExternalPrefix off and addExternalPrefix on,
+    and answers in those terms; clients, on the container's router or on an edge, see their own
+    address on the returning attach, which proton.utils checks (LinkException otherwise)."""
+    interior = RouterProcess(
+        tmp_path,
+        "A",
+        listeners=[{}, {"role": "edge"}, {"role": "route-container"}],
+        sections={"linkRoutes": EXTERNAL_ROUTES},
+        extra_args=["--mode", "interior"],
+    )
+    edge = RouterProcess(
+        tmp_path,
+        "E1",
+        sections={"linkRoutes": EXTERNAL_ROUTES},
+        extra_args=["--mode", "edge", "--connect", f"127.0.0.1:{interior.listeners[1]['port']}"],
+    )
+    with interior, edge, world:
+        broker = FakeBroker(world, interior.listener_url(2))
+        world.run_until(lambda: "event=edge.uplink " in edge.log(), what="the edge's uplink")
+        for router in (interior, edge):
+            for address, external in EXTERNAL:
+                broker.serve(external, 1)
+                answered = world.beside(
+                    lambda url=router.url, address=address: blocking_round_trip(url, address),
+                    what=f"a blocking client on {router.id} to {address}",
+                )
+                assert answered == (address, address, "m0")
+        assert {(a, receiving) for _n, a, receiving in broker.attaches} == {
+            (external, receiving) for _a, external in EXTERNAL for receiving in (True, False)
+        }
+        assert body_list(broker.received) == ["to the container"] * 6
 
 
 def test_a_container_on_an_edge_is_reached_from_the_interior(tmp_path: Path, world: World) -> None:

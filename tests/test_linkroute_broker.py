@@ -11,6 +11,7 @@ from broker import Broker
 from clients import Management, World
 from harness import RouterProcess
 from proton import Message
+from proton.utils import BlockingConnection
 
 
 @pytest.fixture
@@ -57,3 +58,40 @@ def test_messages_reach_a_broker_queue_and_come_back_through_the_router(
         leftover = direct.receiver("orders", credit=10)
         world.run_for(0.5)
         assert leftover.messages == []
+
+
+def test_blocking_clients_attach_to_broker_queues_under_their_own_addresses(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """RabbitMQ answers an attach with its own name for the queue (`atm`): through the link
+    route (delExternalPrefix `rabbit/`) and as `(its container id)/atm`, the client is given
+    back the address it asked for, which proton.utils checks (LinkException otherwise)."""
+    routes = [
+        {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
+        for d in ("in", "out")
+    ]
+    connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
+    router = RouterProcess(
+        tmp_path / "router",
+        sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
+    )
+    with router, World() as world:
+        mgmt = Management(world.connect(router.url))
+        world.run_until(
+            lambda: {r["operStatus"] for r in mgmt.query("router.config.linkRoute")} == {"active"},
+            timeout=15,
+            what="the broker connection",
+        )
+        world.close()
+        for address in ("rabbit/atm", f"({broker.container_id})/atm"):
+            conn = BlockingConnection(router.url, timeout=10)
+            try:
+                sender = conn.create_sender(address)
+                receiver = conn.create_receiver(address)
+                assert sender.link.remote_target.address == address
+                assert receiver.link.remote_source.address == address
+                sender.send(Message(body=address, durable=True))
+                assert receiver.receive(timeout=10).body == address
+                receiver.accept()
+            finally:
+                conn.close()

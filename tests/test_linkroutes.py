@@ -52,20 +52,32 @@ def test_a_prefix_and_its_pattern_spelling_share_a_key() -> None:
 
 
 @pytest.mark.parametrize(
-    ("add", "delete", "address", "external"),
+    ("add", "delete", "address", "external", "answered", "back"),
     [
-        (None, None, "queue.a", "queue.a"),
-        ("broker.", None, "queue.a", "broker.queue.a"),
-        (None, "queue.", "queue.a", "a"),
-        ("q/", "queue.", "queue.a", "q/a"),
+        (None, None, "queue.a", "queue.a", "queue.a", "queue.a"),
+        ("broker.", None, "queue.a", "broker.queue.a", "broker.queue.a", "queue.a"),
+        (None, "queue.", "queue.a", "a", "a", "queue.a"),
+        ("q/", "queue.", "queue.a", "q/a", "q/a", "queue.a"),
         # Taken off only where it matches; the added prefix goes on regardless.
-        (None, "other.", "queue.a", "queue.a"),
-        ("q/", "other.", "queue.a", "q/queue.a"),
-        (None, "queue.a.b", "queue.a", "queue.a"),
+        (None, "other.", "queue.a", "queue.a", "queue.a", "queue.a"),
+        ("q/", "other.", "queue.a", "q/queue.a", "q/queue.a", "queue.a"),
+        (None, "queue.a.b", "queue.a", "queue.a", "queue.a", "queue.a"),
+        # As Dispatch strips: only from a longer address, so that something is left.
+        (None, "queue.", "queue.", "queue.", "queue.", "queue."),
+        # A container that names the node otherwise: Dispatch's prefix swap on its answer.
+        ("q/", "queue.", "queue.a", "q/a", "q/b", "queue.b"),
+        ("q/", "queue.", "queue.a", "q/a", "b", "queue.b"),
     ],
 )
-def test_external_address(add: str | None, delete: str | None, address: str, external: str) -> None:
-    assert rule(prefix="queue", add_prefix=add, del_prefix=delete).external(address) == external
+def test_external_address_and_back(
+    add: str | None, delete: str | None, address: str, external: str, answered: str, back: str
+) -> None:
+    there, rewrite = rule(prefix="queue", add_prefix=add, del_prefix=delete).external(address)
+    assert there == external
+    if there == address:
+        assert rewrite is None  # nothing changed: the answer goes back as it is
+    else:
+        assert rewrite is not None and rewrite.back(answered) == back
 
 
 # ----- lookup --------------------------------------------------------------------------------
@@ -298,7 +310,7 @@ def test_table_from_config() -> None:
         LinkRouteRule("out", pattern="*.orders", connection="brokers"),
     )
     found = table.lookup("queue.a", "in")
-    assert found is not None and found.external("queue.a") == "ext.a"
+    assert found is not None and found.external("queue.a")[0] == "ext.a"
     assert matched(table, "eu.orders", "out") == "*.orders"
     assert not link_route_table(validate_config({"router": {"id": "R1"}}))
 

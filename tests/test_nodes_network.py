@@ -19,6 +19,7 @@ from clients import ACCEPTED, REJECTED, Management, World, settle
 from harness import RouterProcess
 from proton import Described, Message, symbol
 from proton.reactor import DurableSubscription, Filter
+from proton.utils import BlockingConnection
 from test_edge import edge, interior, started
 from test_nodes import consumer, receive, send
 
@@ -103,6 +104,28 @@ def test_producers_and_consumers_anywhere_share_the_hosts_queue(
         world.run_until(lambda: sub.bodies == ["extra"], what="the topic's copy")
         on_a.close()
         on_e.close()
+
+
+def test_blocking_clients_see_the_node_address_they_asked_for(world: World, tmp_path: Path) -> None:
+    """A hosted queue travels to its host as `(B)/jobs.q`, and `(B)/jobs.q` asked of any router
+    is served by B: either way the client sees its own address on the returning attach, which
+    proton.utils checks (LinkException: target/source does not match)."""
+    with network(tmp_path) as (a, b, e):
+        wait_for_router(world, a, "B")
+        for router in (b, a, e):
+            for address in ("jobs.q", "(B)/jobs.q"):
+                conn = BlockingConnection(router.url, timeout=10)
+                try:
+                    sender = conn.create_sender(address)
+                    receiver = conn.create_receiver(address)
+                    assert sender.link.remote_target.address == address
+                    assert receiver.link.remote_source.address == address
+                    sender.send(Message(body=f"{router.id} {address}"))
+                    assert receiver.receive(timeout=10).body == f"{router.id} {address}"
+                    receiver.accept()
+                finally:
+                    conn.close()
+        assert depth(world, b, "jobs.q") == 0
 
 
 def test_durable_subscriptions_are_the_clients_through_any_router(

@@ -17,6 +17,8 @@ from clients import ACCEPTED, REJECTED, Receiver, World
 from harness import RouterProcess
 from proton import Message
 from rhea_scripts import SCRIPT_TIMEOUT, NodeScript, endpoint, wait_for
+from test_containers import PLANT, network, wait_for_container
+from test_linkroute import FakeBroker
 
 pytestmark = pytest.mark.network
 
@@ -184,3 +186,25 @@ def test_rhea_rejection_condition_reaches_python_sender(
         assert t.condition.name == "app:rejected-by-test"
         assert t.condition.description == f"no thanks: order {i}"
         assert t.condition.info == {"reason": "interop", "seq": i + 1}
+
+
+def test_rhea_sees_the_address_it_attached_to_on_routed_links(
+    tmp_path: Path, world: World, node: Callable[..., NodeScript]
+) -> None:
+    """rhea reads what it attached to from the answering attach: the container answers in its
+    own terms (`atm`), rhea gets its own address back, `(plant-b)/atm` or `()/atm` (which a
+    gateway rule resolves), through an edge (E), an interior (A) and the container's own
+    router (B)."""
+    rules = {"rules": [{"container": PLANT, "node": {"exact": "atm"}}]}
+    with network(tmp_path, world, gateway=rules) as net:
+        plant = FakeBroker(world, net.b.url, container_id=PLANT)
+        wait_for_container(world, net.a, PLANT)
+        for router in (net.e, net.a, net.b):
+            for address in (f"({PLANT})/atm", "()/atm"):
+                script = node("attach.js", **endpoint(router), address=address)
+                world.run_until(
+                    script.finished, timeout=SCRIPT_TIMEOUT + 5, what=f"rhea on {router.id}"
+                )
+                assert script.result() == {"target": address, "source": address}, router.id
+        assert {a for _n, a, _r in plant.attaches} == {"atm"}
+        world.close()  # before the routers stop, so they need not wait out their close grace

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from proton import Message as ProtonMessage
 
 from router.addressing import Kind, parse, split_container
+from router.addressing.rewrite import between
 from router.configviews import ROUTER_ROLES
 from router.containers.table import (
     Across,
@@ -315,22 +316,33 @@ class Containers:
     def relay(self, link: Link, container: str, node: str, there: str) -> None:
         """Relay `link` toward `container`: to `node` on the container itself, as `there`
         (`(container)/node`) to the next router. Hosted queues and topics go to their host
-        this way too (router/nodes/)."""
+        this way too (router/nodes/). The answer comes back to the peer in the address it
+        attached (router/addressing/rewrite.py)."""
         linkrouter = self.router.linkrouter
+        p = link.pn
+        asked = text(
+            lib.pn_terminus_get_address(
+                lib.pn_link_remote_target(p) if link.incoming else lib.pn_link_remote_source(p)
+            )
+        )
         where = self.locate(container)
+        conn: Any = None
         if isinstance(where, Here):
-            linkrouter.relay(link, where.conn, node)  # type: ignore[arg-type]
+            conn, there = where.conn, node
         elif isinstance(where, Below | Across):
-            linkrouter.relay(link, where.conn, there)  # type: ignore[arg-type]
+            conn = where.conn
         elif isinstance(where, There):
             network = self.router.network
             neighbor = network.next_hop(where.router) if network is not None else None
             if neighbor is None or neighbor.conn is link.conn:
                 linkrouter.refuse(link, NOT_FOUND, f"no path to container {container!r}")
-            else:
-                linkrouter.relay(link, neighbor.conn, there)
+                return
+            conn = neighbor.conn
         elif (uplink := self.uplink()) is not None and uplink is not link.conn:
-            linkrouter.relay(link, uplink, there)
+            conn = uplink
+        if conn is not None:
+            back = between(asked, there, node) if asked is not None else None
+            linkrouter.relay(link, conn, there, back)
         else:
             linkrouter.refuse(
                 link, NOT_FOUND, f"no container {container!r} in the network (for {there!r})"

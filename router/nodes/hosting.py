@@ -429,7 +429,6 @@ class Nodes:
         p = link.pn
         lib.pn_terminus_copy(lib.pn_link_source(p), lib.pn_link_remote_source(p))
         lib.pn_terminus_copy(lib.pn_link_target(p), lib.pn_link_remote_target(p))
-        lib.pn_terminus_set_address(lib.pn_link_target(p), node.name.encode())
         lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
         link.kind = "node"
         lib.pn_link_open(p)
@@ -461,7 +460,8 @@ class Nodes:
         lib.pn_terminus_copy(lib.pn_link_source(p), remote)
         lib.pn_terminus_copy(lib.pn_link_target(p), lib.pn_link_remote_target(p))
         source = lib.pn_link_source(p)
-        lib.pn_terminus_set_address(source, node.name.encode())
+        if lib.pn_terminus_is_dynamic(remote):
+            lib.pn_terminus_set_address(source, node.name.encode())  # the node made for it
         data_put(lib.pn_terminus_filter(source), filters.applied or None)
         mode = lib.pn_link_remote_snd_settle_mode(p)
         lib.pn_link_set_snd_settle_mode(p, mode)
