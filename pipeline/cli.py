@@ -252,17 +252,21 @@ DYNAMIC_SHOWN = "(dynamic reply addresses)"
 
 
 def fold_dynamic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows to dynamic reply addresses summed per (ingress, egress); the others as they are."""
+    """Rows to dynamic reply addresses summed per (ingress, egress); the others as they are.
+    A hosted node's rows say which way they went after the address: `jobs (in)`, `jobs (out)`
+    (schema.py's node_leg), or a producer and a consumer on its host would read as one path."""
     kept: list[dict[str, Any]] = []
-    folded: dict[tuple[Any, Any], dict[str, Any]] = {}
+    folded: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for row in rows:
+        leg = row.pop("node_leg", None)
         if not DYNAMIC.match(row["address"]):
-            kept.append(row)
+            kept.append(row if leg is None else {**row, "address": f"{row['address']} ({leg})"})
             continue
-        key = (row["ingress_router"], row["egress_router"])
+        key = (row["ingress_router"], row["egress_router"], leg)
         into = folded.get(key)
         if into is None:
-            folded[key] = {**row, "address": DYNAMIC_SHOWN}
+            shown = DYNAMIC_SHOWN if leg is None else f"{DYNAMIC_SHOWN} ({leg})"
+            folded[key] = {**row, "address": shown}
         else:
             for column in MATRIX_COLUMNS[3:]:
                 into[column] += row[column]
@@ -273,7 +277,7 @@ def matrix_table(table: pa.Table) -> str:
     """The traffic matrix as an aligned text table, busiest paths first, dynamic reply
     addresses folded per path; egress '-' is what reached no consumer."""
     rows = sorted(
-        fold_dynamic(table.select(list(MATRIX_COLUMNS)).to_pylist()),
+        fold_dynamic(table.select([*MATRIX_COLUMNS, "node_leg"]).to_pylist()),
         key=lambda r: (-r["deliveries"], r["address"]),
     )[:MATRIX_SHOWN]
     cells = [[c.upper().replace("_ROUTER", "") for c in MATRIX_COLUMNS]] + [
