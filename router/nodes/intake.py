@@ -2,10 +2,10 @@
 
 A durable message is accepted to its sender only once the store has synced it: `flush`, at the
 end of each turn of the router's loop, syncs once for all that arrived in the turn (group
-commit) and then accepts them; a non-durable one is accepted at once. Each is counted as a flow
-into the node (router/nodes/traffic.py) as it is taken. At a node's limit a
+commit) and then accepts them; a non-durable one is accepted at once. At a node's limit a
 sender gets no more credit (`atLimit: block`), or its message is rejected with
-`amqp:resource-limit-exceeded` (`reject`).
+`amqp:resource-limit-exceeded` (`reject`). Each message is counted as a flow into the node
+(router/nodes/traffic.py) as it is taken, with the answer it gets.
 """
 
 from __future__ import annotations
