@@ -43,7 +43,12 @@ from collector.settings import Settings
 from collector.store import write_flush
 from router.connector import STABLE_SECONDS, backoff_delay
 from router.log import get_logger
-from router.telemetry.schema import TELEMETRY_SUBJECT, SchemaError, decode_batch
+from router.telemetry.schema import (
+    TELEMETRY_SUBJECT,
+    TELEMETRY_SUBJECTS,
+    SchemaError,
+    decode_batch,
+)
 
 log = get_logger("collector")
 
@@ -262,7 +267,7 @@ class Collector(MessagingHandler):  # type: ignore[misc]
         self.counters.messages += 1
         message = event.message
         try:
-            if message.subject != TELEMETRY_SUBJECT:
+            if message.subject not in TELEMETRY_SUBJECTS:  # this version's or an older one
                 raise SchemaError(
                     f"subject {str(message.subject)[:60]!r} is not {TELEMETRY_SUBJECT!r}"
                 )

@@ -6,6 +6,9 @@ imbalance `max_egress_share * egress_routers` is 1.0 when the routers of its con
 equal shares and approaches `egress_routers` when one took everything (a multicast address
 gives every consumer a copy, so it reads as even). Which distribution an address has is not
 in the records; the table has it for every address.
+
+A hosted queue's or topic's address counts what its consumers got (its `out` rows): what
+producers put in is the same messages once more, and is in node_stats (enqueued).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ def address_stats(totals: DataFrame) -> DataFrame:
     """One row per address, busiest first."""
     from pyspark.sql import functions as F
 
+    totals = totals.where(~F.col("node_leg").eqNullSafe("in"))
     delivered = F.col("egress_router").isNotNull()
 
     def when_delivered(column: str) -> F.Column:

@@ -2,7 +2,8 @@
 
 The flow side is one reduction (rollup.totals_for: rollups where fresh, one scan of the raw
 records elsewhere) to per (address, ingress, egress) totals, kept in memory because every
-flow table is derived from it; the router side is the few router records. Result tables are
+flow table is derived from it; the router side is the few router records, the node side
+(hosted queues and topics) the few node records. Result tables are
 small, so each comes back to the driver once as Arrow and is written with pyarrow as one
 Parquet file: no per-table Spark write job, no directories of tiny part files.
 """
@@ -20,6 +21,8 @@ from pipeline.address_stats import address_stats
 from pipeline.dataset import TimeRange, check_dataset, data_span, json_ready, read
 from pipeline.load import COLUMNS as ROUTER_COLUMNS
 from pipeline.load import load_per_minute, load_summary
+from pipeline.node_stats import COLUMNS as NODE_COLUMNS
+from pipeline.node_stats import node_stats
 from pipeline.rollup import plan, totals_for
 from pipeline.totals import deduplicate
 from pipeline.traffic_matrix import paths, traffic_matrix
@@ -74,6 +77,9 @@ def analyze(
         result.tables["router_load"] = load_summary(per_minute).toArrow()
     finally:
         per_minute.unpersist()
+    say("node stats")
+    nodes = deduplicate(read(spark, found["node"], "node", time_range, NODE_COLUMNS))
+    result.tables["node_stats"] = node_stats(nodes).toArrow()
     result.summary = summarize(result.tables, dataset, time_range)
     result.summary["data_range"] = data_span(found)
     result.summary["sources"] = the_plan.as_json()
@@ -91,7 +97,8 @@ def _rows(table: pa.Table, columns: list[str], limit: int | None = None) -> list
 
 
 def summarize(tables: dict[str, pa.Table], dataset: Path, time_range: TimeRange) -> dict[str, Any]:
-    """summary.json: totals, rates, the hottest addresses and paths, per-router load."""
+    """summary.json: totals, rates, the hottest addresses and paths, per-router load, the
+    busiest hosted nodes."""
     import pyarrow.compute as pc
 
     stats = tables["address_stats"]
@@ -122,6 +129,7 @@ def summarize(tables: dict[str, pa.Table], dataset: Path, time_range: TimeRange)
             TOP,
         ),
         "routers": _rows(tables["router_load"], tables["router_load"].column_names),
+        "nodes": _rows(tables["node_stats"], tables["node_stats"].column_names, TOP),
     }
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline import PipelineError
 from pipeline.dynamic_addresses import fold_dynamic
@@ -252,12 +252,19 @@ MATRIX_COLUMNS = (
 )
 
 
+def with_leg(row: dict[str, Any]) -> dict[str, Any]:
+    """A hosted node's rows say which way they went after the address, `jobs (in)`, `jobs (out)`
+    (schema.py's node_leg): a producer and a consumer on its host would read as one path."""
+    leg = row.pop("node_leg")
+    return row if leg is None else {**row, "address": f"{row['address']} ({leg})"}
+
+
 def matrix_table(table: pa.Table) -> str:
     """The traffic matrix as an aligned text table, busiest paths first, dynamic reply
     addresses folded per path; egress '-' is what reached no consumer."""
     rows = sorted(
         fold_dynamic(
-            table.select(list(MATRIX_COLUMNS)).to_pylist(),
+            [with_leg(row) for row in table.select([*MATRIX_COLUMNS, "node_leg"]).to_pylist()],
             per=("ingress_router", "egress_router"),
             sums=MATRIX_COLUMNS[3:],
         ),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-KINDS: tuple[Kind, ...] = ("flow", "router")
+KINDS: tuple[Kind, ...] = ("flow", "router", "node")
 _DATE = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 _HOUR = re.compile(r"^hour=(\d{2})$")
 
@@ -127,17 +127,17 @@ def partitions(dataset: Path, kind: Kind, time_range: TimeRange = TimeRange()) -
 
 
 def check_dataset(dataset: Path, time_range: TimeRange) -> dict[Kind, list[Partition]]:
-    """The partitions of both kinds in the range; PipelineError when there is nothing to
+    """The partitions of every kind in the range; PipelineError when there is nothing to
     read, saying whether the dataset is missing, empty or just has nothing in that range."""
     if not dataset.exists():
         raise PipelineError(f"dataset {dataset} does not exist")
     if not dataset.is_dir():
         raise PipelineError(f"dataset {dataset} is not a directory")
     found = {kind: partitions(dataset, kind, time_range) for kind in KINDS}
-    if not found["flow"] and not found["router"]:
+    if not any(found.values()):
         if not any(partitions(dataset, kind) for kind in KINDS):
             raise PipelineError(
-                f"dataset {dataset} holds no telemetry (no flow/ or router/"
+                f"dataset {dataset} holds no telemetry (no flow/, router/ or node/"
                 " date=YYYY-MM-DD/hour=HH/*.parquet files)"
             )
         raise PipelineError(

@@ -195,5 +195,16 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:10
             ],
         )
     }
+{_nodes(t)}
 </body></html>
 """
+
+
+def _nodes(t: dict[str, pa.Table]) -> str:
+    """The hosted queues and topics, if the range has any."""
+    nodes = t.get("node_stats")
+    if nodes is None or not nodes.num_rows:
+        return ""
+    columns = ["node", "router", "node_type", "enqueued", "dequeued", "dead_lettered", "expired"]
+    columns += ["depth", "depth_max", "paged"]
+    return f"<h2>Hosted queues and topics</h2>\n{_table(nodes, columns)}"

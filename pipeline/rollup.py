@@ -7,8 +7,9 @@ totals, and each closed day to the totals of its hours, under `<dataset>/_rollup
     _rollup/flow/hour/date=YYYY-MM-DD/hour=HH/part-*.parquet   + _sources.json
     _rollup/flow/day/date=YYYY-MM-DD/part-*.parquet            + _sources.json
 
-`_sources.json` records the raw files (name, size, mtime) a rollup was made from. A rollup
-whose sources no longer match (late records, a rewritten file) is stale and not used until
+`_sources.json` records the raw files (name, size, mtime) a rollup was made from, and the
+rollup's FORMAT. A rollup whose sources no longer match (late records, a rewritten file), or
+made in an older format (before `node_leg` was a key, say), is stale and not used until
 compacted again, so `analyze` always answers from the raw data's current content: days and
 hours wholly inside the range from fresh rollups, everything else (range edges, the open
 hour, stale rollups) from raw records. Duplicates share their record's window, hence its
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 ROLLUP_DIR = "_rollup"
 SOURCES = "_sources.json"
+# Bumped when totals change shape: 2 — keyed by node_leg too.
+FORMAT = 2
 # An hour is closed this long after it ends: records of its last windows have arrived.
 DEFAULT_GRACE = timedelta(minutes=5)
 
@@ -43,10 +46,13 @@ def day_dir(dataset: Path, day: datetime) -> Path:
     return dataset / ROLLUP_DIR / "flow" / "day" / f"date={day:%Y-%m-%d}"
 
 
-def signature(part: Partition) -> list[list[Any]]:
-    """The raw files of an hour as [name, size, mtime_ns], sorted."""
+def signature(part: Partition) -> dict[str, Any]:
+    """The rollup format and the raw files of an hour as [name, size, mtime_ns], sorted."""
     files = sorted(part.path.glob("*.parquet"))
-    return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    return {
+        "format": FORMAT,
+        "files": [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files],
+    }
 
 
 def _stored(directory: Path) -> Any:

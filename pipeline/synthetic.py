@@ -279,6 +279,7 @@ def _hour(dataset: Path, spec: Spec, model: _Model, h: int) -> tuple[int, int]:
         "latency_sum_us": pa.array(samples * centre_us),
         "latency_max_us": pa.array(max_us, mask=samples == 0),
         "latency_hist": hist_array,
+        "node_leg": pa.nulls(n, pa.string()),  # routed traffic only
     }
     del hist
     flow = _table("flow", columns)

@@ -2,9 +2,9 @@
 
 Every flow analysis (traffic matrix, address stats, hottest addresses and paths,
 undeliverable and released rates, connection latencies) is a function of per (address,
-ingress, egress) totals over the range, histograms summed bucket by bucket. So the records are
-read once, reduced map-side to those totals (a few thousand rows, whatever the record count),
-and only that crosses a shuffle; later steps work on the small result.
+ingress, egress, node leg) totals over the range, histograms summed bucket by bucket. So the
+records are read once, reduced map-side to those totals (a few thousand rows, whatever the
+record count), and only that crosses a shuffle; later steps work on the small result.
 
 The histogram is summed as LATENCY_BUCKETS plain `sum(get(latency_hist, i))` aggregates:
 codegen'd, no explode (which would make 90 rows of every record) and no higher-order
@@ -21,7 +21,8 @@ from router.telemetry.schema import FLOW_COUNTS, LATENCY_BUCKETS
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-KEY = ("address", "ingress_router", "egress_router")
+# node_leg: a hosted node's trips in and out are rows of their own (schema.py).
+KEY = ("address", "ingress_router", "egress_router", "node_leg")
 SUMS = (*FLOW_COUNTS, "latency_sum_us")
 # What the scan reads of a flow record: nothing else is decoded.
 COLUMNS = ("record_id", *KEY, *SUMS, "latency_max_us", "latency_hist")

@@ -1,7 +1,9 @@
 """The traffic matrix: who sends what to whom, over the range.
 
-One row per (address, ingress router, egress router) with deliveries, bytes, outcomes and
-transit latency percentiles; egress null is traffic that reached no consumer. Paths
+One row per (address, ingress router, egress router, node leg) with deliveries, bytes,
+outcomes and transit latency percentiles; egress null is traffic that reached no consumer, a
+node leg a hosted queue's or topic's trip in (producer's router to host) or out (host to
+consumer's router). Paths
 (ingress, egress) summed over addresses give the heat map and the hottest paths.
 """
 
@@ -37,7 +39,8 @@ def traffic_matrix(totals: DataFrame) -> DataFrame:
 
 def paths(totals: DataFrame) -> DataFrame:
     """Per (ingress, egress) over all addresses: deliveries, bytes, addresses, latency
-    percentiles from the merged histogram; undeliverable traffic (egress null) excluded."""
+    percentiles from the merged histogram; undeliverable traffic (egress null) excluded. A
+    hosted node's trips are paths too: producer's router to host, host to consumer's."""
     from pyspark.sql import functions as F
 
     delivered = totals.where(F.col("egress_router").isNotNull())

@@ -26,8 +26,10 @@ The attach's link properties travel with it. Between routers they also name the 
 container and link (`ORIGIN`, `ORIGIN_LINK`): beyond the first router the link comes from a
 router's connection, and a node that keys state by container and link name (a durable
 subscription, router/nodes/) must see the client's. So two clients' links of one name can
-share a connection between routers, where the second takes a name of its own. Only routers
-are believed when they say it; a container at the end sees neither.
+share a connection between routers, where the second takes a name of its own. They name the
+router the client is attached to as well (`ORIGIN_ROUTER`): a node's host counts its traffic
+from and to there. Only routers are believed when they say so; a container at the end sees
+none of it.
 
 The router holds no message for longer than it takes to copy it: its deliveries exist only
 while their partner does.
@@ -70,6 +72,7 @@ log = get_logger("router.linkroute")
 # whose link it is, and the client's name for it.
 ORIGIN = symbol("x-opt-routernet-container")
 ORIGIN_LINK = symbol("x-opt-routernet-link")
+ORIGIN_ROUTER = symbol("x-opt-routernet-router")
 # Connections whose peer is a router, trusted to say whose link it relays.
 RELAYING_ROLES = frozenset({"inter-router", "edge", "gateway"})
 
@@ -93,6 +96,21 @@ def put_back(terminus: Any, rewrite: Rewrite) -> None:
     answered = text(lib.pn_terminus_get_address(terminus))
     if answered is not None:
         lib.pn_terminus_set_address(terminus, cbytes(rewrite.back(answered)))
+
+
+def origin_router(link: Link, me: str) -> str:
+    """The router where the link entered the network: this one (`me`) for a client's link; for
+    one relayed between routers, the router its first one named, else (a router's own link, or
+    relayed by a router that does not say) the router at the other end of the connection."""
+    conn = link.conn
+    if conn.role not in RELAYING_ROLES:
+        return me
+    properties = data_get(lib.pn_link_remote_properties(link.pn))
+    if isinstance(properties, dict):
+        router = properties.get(ORIGIN_ROUTER)
+        if isinstance(router, str):
+            return router
+    return conn.remote_container or me
 
 
 def _learned(key: str) -> LinkRouteRule | None:
@@ -334,8 +352,10 @@ class LinkRouter:
         properties = dict(properties) if isinstance(properties, dict) else {}
         properties.pop(ORIGIN, None)
         properties.pop(ORIGIN_LINK, None)
+        properties.pop(ORIGIN_ROUTER, None)
         if conn.role in RELAYING_ROLES:
             properties[ORIGIN], properties[ORIGIN_LINK] = origin(link)
+            properties[ORIGIN_ROUTER] = origin_router(link, self.router.id)
         if properties:
             data_put(lib.pn_link_properties(q), properties)
         peer = self.router.register_link(q, conn, incoming=not link.incoming)

@@ -22,6 +22,7 @@ from router.telemetry.schema import (
     TELEMETRY_ADDRESS,
     TELEMETRY_SUBJECT,
     Kind,
+    columns,
     encode_batch,
 )
 
@@ -210,6 +211,34 @@ def test_a_bad_message_is_rejected_and_the_collector_goes_on(
         ids("flow", good)
     )
     assert "duplicates=4 refused=2" in collector.log()
+
+
+def test_node_records_and_an_older_routers_flow_records_are_stored(
+    world: World, router: RouterProcess, collector: CollectorProcess
+) -> None:
+    """Node records (schema version 2) get a table of their own; flow records of a router
+    still on version 1 (no node_leg) are taken, node_leg null."""
+    collector.start()
+    client = world.connect(router.url)
+    sender = client.sender(TELEMETRY_ADDRESS)
+    world.run_until(lambda: sender.credit > 0, what="credit")
+    nodes = make_rows("node", 3)
+    v1 = columns("flow", 1)
+    old = [row[: len(v1)] for row in make_rows("flow", 2)]
+    body = {"kind": "flow", "version": 1, "columns": list(v1), "rows": [list(r) for r in old]}
+    tracked = [
+        sender.send(telemetry("node", nodes)),
+        sender.send(Message(subject="routernet.telemetry.v1", body=body)),
+    ]
+    world.run_until(sender.all_settled, timeout=10, what="outcomes")
+    assert [t.outcome for t in tracked] == ["accepted", "accepted"]
+    assert collector.stop() == 0
+    stored = read(collector.dataset, "node")
+    assert sorted(stored.column("record_id").to_pylist()) == sorted(ids("node", nodes))
+    assert stored.schema.field("depth").type == pa.int64()
+    flow = read(collector.dataset, "flow")
+    assert sorted(flow.column("record_id").to_pylist()) == sorted(ids("flow", old))
+    assert flow.column("node_leg").to_pylist() == [None, None]
 
 
 def test_a_restarted_collector_loses_nothing_it_acknowledged(

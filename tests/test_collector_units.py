@@ -32,7 +32,7 @@ def test_arrow_schema_follows_fields(kind) -> None:
         assert schema.field(f.name).type == ARROW_TYPES[f.type]
         assert schema.field(f.name).nullable == f.nullable
     assert schema.field("window_start").type == pa.timestamp("ms", tz="UTC")
-    assert schema.metadata[b"routernet.schema_version"] == b"1"
+    assert schema.metadata[b"routernet.schema_version"] == b"2"
 
 
 def test_list_and_timestamp_conversion() -> None:

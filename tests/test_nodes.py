@@ -611,5 +611,8 @@ def test_hosted_nodes_in_the_metrics(world: World, tmp_path: Path) -> None:
         found = samples(base)
         labels = {"router": "R", "node": "jobs.metered", "type": "queue"}
         assert value(found, "routernet_node_depth", **labels) == 3
-        assert value(found, "routernet_node_messages_total", event="enqueued", **labels) == 5
-        assert value(found, "routernet_node_messages_total", event="dequeued", **labels) == 2
+        assert value(found, "routernet_node_paged", **labels) == 0
+        assert value(found, "routernet_node_enqueued_total", **labels) == 5
+        assert value(found, "routernet_node_dequeued_total", **labels) == 2
+        assert value(found, "routernet_node_dead_lettered_total", **labels) == 0
+        assert value(found, "routernet_node_expired_total", **labels) == 0

@@ -22,6 +22,7 @@ from proton.reactor import DurableSubscription, Filter
 from proton.utils import BlockingConnection
 from test_edge import edge, interior, started
 from test_nodes import consumer, receive, send
+from test_telemetry import Collector, samples, telemetry, value
 
 NODES = [
     {"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}},
@@ -423,3 +424,102 @@ def test_a_router_that_hosts_no_more_moves_its_nodes_before_it_exits(
         world.run_until(lambda: b.proc.poll() is not None, timeout=20.0, what="B to exit")
         assert "reason=settled" in b.wait_log("event=router.drained.*")
         assert depth(world, a, "jobs.leaving") == 200
+
+
+def test_a_hosted_nodes_traffic_is_in_the_flow_and_node_records(
+    world: World, tmp_path: Path
+) -> None:
+    """B hosts the nodes. Producers on A, E and B put into jobs.x and a consumer on E takes it
+    all; on B alone jobs.y goes in and out; an anonymous sender on E publishes to news.n, to a
+    subscriber on A. The host counts each trip into a node from the router the producer is on
+    and each out of it to the consumer's, the node's own counts go in `node` records, and its
+    /metrics say the same."""
+    a = interior(tmp_path, "A", addresses=NODES)
+    b = interior(tmp_path, "B", connect=a, addresses=NODES)
+    b.config["store"] = {"path": str(tmp_path / "store-b")}
+    e = edge(tmp_path, "E", [a], addresses=NODES)
+    base = {r.id: telemetry(r, windowSeconds=0.5) for r in (a, b, e)}
+    with started(a, b, e):
+        collector = Collector(world, a.url)
+        wait_for_router(world, a, "B")
+        on_a, on_b, on_e = world.connect(a.url), world.connect(b.url), world.connect(e.url)
+        world.run_until(lambda: on_e.opened, what="edge client")
+        tracked = send(on_a, "jobs.x", [Message(body=i, durable=True) for i in range(20)])
+        tracked += send(on_e, "jobs.x", [Message(body=i) for i in range(10)])
+        tracked += send(on_b, "jobs.x", [Message(body=i) for i in range(5)])
+        tracked += send(on_b, "jobs.y", [Message(body=i) for i in range(4)])
+        assert {t.state for t in tracked} == {ACCEPTED}
+        receive(on_e, "jobs.x", 35)
+        receive(on_b, "jobs.y", 4)
+        sub = consumer(on_a, "news.n")
+        world.run_until(lambda: depth(world, b, "news.n", "subscriptions") == 1, what="sub")
+        anonymous = on_e.sender(None)
+        world.run_until(lambda: anonymous.credit > 0, what="credit")
+        published = anonymous.send(Message(address="news.n", body="extra"))
+        world.run_until(lambda: sub.bodies == ["extra"] and published.settled, what="the copy")
+        expected = {
+            ("jobs.x", "A", "B", "in"): {"deliveries": 20, "accepted": 20},
+            ("jobs.x", "E", "B", "in"): {"deliveries": 10, "accepted": 10},
+            ("jobs.x", "B", "B", "in"): {"deliveries": 5, "accepted": 5},
+            ("jobs.x", "B", "E", "out"): {"deliveries": 35, "accepted": 35},
+            ("jobs.y", "B", "B", "in"): {"deliveries": 4, "accepted": 4},
+            ("jobs.y", "B", "B", "out"): {"deliveries": 4, "accepted": 4},
+            ("news.n", "E", "B", "in"): {"deliveries": 1, "accepted": 1},
+            ("news.n", "B", "A", "out"): {"deliveries": 1, "accepted": 1},
+        }
+        counted = ("deliveries", "accepted", "released", "rejected", "modified", "presettled")
+
+        def flows() -> dict[tuple[Any, ...], dict[str, int]]:
+            total: dict[tuple[Any, ...], dict[str, int]] = {}
+            for row in collector.rows("flow"):
+                if row["node_leg"] is None:
+                    continue
+                key = (row["address"], row["ingress_router"], row["egress_router"])
+                sums = total.setdefault((*key, row["node_leg"]), dict.fromkeys(counted, 0))
+                assert row["router"] == "B"  # the host counts its nodes' traffic
+                for name in counted:
+                    sums[name] += row[name]
+            return total
+
+        def nodes() -> dict[str, dict[str, Any]]:
+            total: dict[str, dict[str, Any]] = {}
+            for row in sorted(collector.rows("node"), key=lambda r: r["window_end"]):
+                assert row["router"] == "B"
+                sums = total.setdefault(row["node"], {"enqueued": 0, "dequeued": 0})
+                sums["enqueued"] += row["enqueued"]
+                sums["dequeued"] += row["dequeued"]
+                sums["depth"], sums["type"] = row["depth"], row["node_type"]
+            return total
+
+        want_nodes = {
+            "jobs.x": {"enqueued": 35, "dequeued": 35, "depth": 0, "type": "queue"},
+            "jobs.y": {"enqueued": 4, "dequeued": 4, "depth": 0, "type": "queue"},
+            "news.n": {"enqueued": 1, "dequeued": 1, "depth": 0, "type": "topic"},
+        }
+
+        def complete() -> bool:
+            got = flows()
+            return (
+                all(
+                    got.get(key, {}).get(k) == v
+                    for key, want in expected.items()
+                    for k, v in want.items()
+                )
+                and nodes() == want_nodes
+            )
+
+        world.run_until(complete, timeout=15, what="flow and node records of the nodes' traffic")
+        world.run_for(1.2)  # two more windows: nothing is counted twice
+        got = flows()
+        assert set(got) == set(expected)
+        for key, want in expected.items():
+            assert got[key] == {**dict.fromkeys(counted, 0), **want}, key
+        assert nodes() == want_nodes
+        found = samples(base["B"])
+        labels = {"router": "B", "node": "jobs.x", "type": "queue"}
+        assert value(found, "routernet_node_enqueued_total", **labels) == 35
+        assert value(found, "routernet_node_dequeued_total", **labels) == 35
+        assert value(found, "routernet_node_depth", **labels) == 0
+        assert value(found, "routernet_node_paged", **labels) == 0
+        for client in (on_a, on_b, on_e):
+            client.close()

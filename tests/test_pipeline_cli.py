@@ -123,11 +123,14 @@ def test_the_printed_matrix_folds_dynamic_reply_addresses_per_path() -> None:
     from pipeline.cli import matrix_table
     from pipeline.dynamic_addresses import DYNAMIC_SHOWN
 
-    def row(ingress: str, egress: str | None, address: str, n: int) -> dict[str, object]:
+    def row(
+        ingress: str, egress: str | None, address: str, n: int, leg: str | None = None
+    ) -> dict[str, object]:
         return {
             "ingress_router": ingress,
             "egress_router": egress,
             "address": address,
+            "node_leg": leg,
             "deliveries": n,
             "bytes": 10 * n,
             "accepted": n,
@@ -143,6 +146,9 @@ def test_the_printed_matrix_folds_dynamic_reply_addresses_per_path() -> None:
             row("A", "A", "_topo/0/A/temp.x2", 4),
             row("E", "E", "_edge/E/temp.y", 2),
             row("A", "A", "_topo/0/A/not-temp", 1),  # a name, not a dynamic one
+            row("B", "B", "jobs", 8, "in"),  # a queue hosted on B: into it, and out of it
+            row("B", "B", "jobs", 6, "out"),
+            row("A", "A", "_topo/0/A/temp.q1", 9, "out"),  # a queue a client made
         ]
     )
     lines = [line.split() for line in matrix_table(table).splitlines()]
@@ -153,4 +159,7 @@ def test_the_printed_matrix_folds_dynamic_reply_addresses_per_path() -> None:
         ("A", "B", "orders"): "5",
         ("E", "E", DYNAMIC_SHOWN): "2",
         ("A", "A", "_topo/0/A/not-temp"): "1",
+        ("B", "B", "jobs (in)"): "8",
+        ("B", "B", "jobs (out)"): "6",
+        ("A", "A", f"{DYNAMIC_SHOWN} (out)"): "9",
     }

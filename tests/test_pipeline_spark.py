@@ -1,7 +1,8 @@
 """The Spark analyses on handmade records with known answers, sharing one session per
 worker: traffic matrix, address stats (duplicates counted once, egress null undeliverable),
 merged-histogram percentiles as schema.histogram_quantile reads them, rollups giving the same
-answer as raw records, router load, recommend's shape, plots and report, stream --once."""
+answer as raw records, router load, recommend's shape, plots and report, stream --once; a
+hosted queue's trips in and out and its node records."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def _flow(rid: str, egress: str | None, start: datetime, **values: Any) -> dict[
         latency_sum_us=0.0,
         latency_max_us=None,
         latency_hist=[0] * LATENCY_BUCKETS,
+        node_leg=None,
     )
     row.update(values)
     return row
@@ -66,6 +68,21 @@ def _router(rid: str, name: str, start: datetime, d_in: int, d_out: int) -> dict
         deliveries_out=d_out,
         cpu_seconds=0.0,
     )
+    return row
+
+
+def _node(rid: str, start: datetime, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(columns("node"), 0)
+    row.update(
+        record_id=rid,
+        schema_version=2,
+        router="hub-0",
+        window_start=start,
+        window_end=start + timedelta(seconds=10),
+        node="jobs",
+        node_type="queue",
+    )
+    row.update(values)
     return row
 
 
@@ -296,3 +313,63 @@ def test_stream_once(spark: Any, dataset: Path, tmp_path: Path) -> None:
     assert {r["name"]: r["replicas"] for r in rec["routers"]} == {"hub": 2, "edge": 1}
     hourly = {r["name"]: [(h["hour"], h["replicas"]) for h in r["hourly"]] for r in rec["routers"]}
     assert hourly == {"hub": [(HOUR.hour, 2)], "edge": [(HOUR.hour, 1)]}
+
+
+def test_a_hosted_queues_legs_and_node_records(spark: Any, tmp_path: Path) -> None:
+    """A queue `jobs` on hub-0: producers on hub-0 and edge-1 put in, consumers on edge-1 and
+    hub-0 take out. Its trips in and out stay apart in the matrix, even both on hub-0; its
+    address counts what consumers got; node_stats, the summary and the report have the queue."""
+    legs = {"address": "jobs", "router": "hub-0"}
+    _write(
+        tmp_path,
+        "flow",
+        HOUR,
+        "part-00000.parquet",
+        [
+            _flow("j1", "hub-0", HOUR, **legs, node_leg="in", deliveries=4, accepted=4),
+            _flow(
+                "j2", "hub-0", HOUR, **legs, ingress_router="edge-1", node_leg="in", deliveries=6
+            ),
+            _flow(
+                "j3", "edge-1", HOUR, **legs, node_leg="out", deliveries=5, accepted=4, released=1
+            ),
+            _flow("j4", "hub-0", HOUR, **legs, node_leg="out", deliveries=3, accepted=3),
+        ],
+    )
+    first = _node("n1", HOUR, enqueued=10, dequeued=2, depth=8, bytes=800)
+    second = _node("n2", HOUR + timedelta(seconds=10), dequeued=6, expired=1, depth=2, bytes=200)
+    _write(tmp_path, "node", HOUR, "part-00000.parquet", [first, second])
+    _write(tmp_path, "node", HOUR, "part-00001.parquet", [second])  # resent after a reconnect
+    result = analyze(spark, tmp_path)
+    matrix = {
+        (r["ingress_router"], r["egress_router"], r["node_leg"]): r["deliveries"]
+        for r in result.tables["traffic_matrix"].to_pylist()
+    }
+    assert matrix == {
+        ("hub-0", "hub-0", "in"): 4,
+        ("edge-1", "hub-0", "in"): 6,
+        ("hub-0", "edge-1", "out"): 5,
+        ("hub-0", "hub-0", "out"): 3,
+    }
+    (jobs,) = result.tables["address_stats"].to_pylist()
+    assert (jobs["deliveries"], jobs["accepted"], jobs["released"]) == (8, 7, 1)
+    assert (jobs["ingress_routers"], jobs["egress_routers"]) == (1, 2)
+    (node,) = result.tables["node_stats"].to_pylist()
+    assert node == {
+        "node": "jobs",
+        "router": "hub-0",
+        "node_type": "queue",
+        "enqueued": 10,
+        "dequeued": 8,
+        "dead_lettered": 0,
+        "expired": 1,
+        "depth": 2,
+        "depth_max": 8,
+        "bytes": 200,
+        "paged": 0,
+        "records": 2,
+    }
+    assert result.summary["nodes"][0]["node"] == "jobs"
+    write_report(result, tmp_path / "out")
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Hosted queues and topics" in html and "<td>jobs</td>" in html

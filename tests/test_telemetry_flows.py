@@ -6,6 +6,7 @@ import itertools
 from typing import Any
 
 from router.telemetry.flows import Flows, window_bounds
+from router.telemetry.noderecords import NodeRecords
 from router.telemetry.sampling import Sampler
 from router.telemetry.schema import (
     LATENCY_BOUNDS_US,
@@ -134,3 +135,63 @@ def test_records_about_records_are_not_reported() -> None:
     flows.row("orders", "R", True).deliveries += 2
     records = flows.flush(1005.0)
     assert [r[columns("flow").index("address")] for r in records] == ["orders"]
+
+
+def test_a_hosted_nodes_legs_are_rows_of_their_own() -> None:
+    """Host H: producers on A and on H put into `jobs`, consumers on C and on H take from it.
+    Into and out of the node are separate rows, even when both ends are the host."""
+    flows = Flows("H", "h-1", 10, now=0.0)
+    flows.row("jobs", "0/A", True).deliveries += 7  # a routed address of the same name
+    into = flows.node_row("jobs", "A", "H", "in")
+    into.deliveries, into.bytes, into.accepted = 3, 300, 3
+    local_in = flows.node_row("jobs", "H", "H", "in")
+    local_in.deliveries, local_in.rejected = 2, 2
+    out = flows.node_row("jobs", "H", "C", "out")
+    out.deliveries, out.accepted = 2, 1  # one outcome still to come
+    local_out = flows.node_row("jobs", "H", "H", "out")
+    local_out.deliveries, local_out.presettled = 1, 1
+    got = {
+        (r["ingress_router"], r["egress_router"], r["node_leg"]): r for r in rows(flows.tick(10.0))
+    }
+    assert set(got) == {
+        ("A", "H", None),
+        ("A", "H", "in"),
+        ("H", "H", "in"),
+        ("H", "C", "out"),
+        ("H", "H", "out"),
+    }
+    assert all(r["address"] == "jobs" and r["router"] == "H" for r in got.values())
+    assert (got[("A", "H", "in")]["deliveries"], got[("A", "H", "in")]["bytes"]) == (3, 300)
+    assert got[("H", "H", "in")]["rejected"] == 2
+    assert (got[("H", "C", "out")]["deliveries"], got[("H", "C", "out")]["accepted"]) == (2, 1)
+    assert got[("H", "H", "out")]["presettled"] == 1
+    # Quiet rows go, but not one whose outcome is still to come; that one is counted later.
+    assert rows(flows.tick(20.0)) == []
+    assert list(flows.node_rows) == [("jobs", "H", "C", "out")]
+    out.released += 1
+    (late,) = rows(flows.tick(30.0))
+    assert (late["node_leg"], late["deliveries"], late["released"]) == ("out", 0, 1)
+    assert rows(flows.tick(40.0)) == [] and not flows.node_rows
+
+
+def test_node_records_count_each_window_and_a_node_made_again_from_zero() -> None:
+    records = NodeRecords("H", "h-1")
+    queue = {"depth": 5, "bytes": 500, "paged": 0, "enqueued": 8, "dequeued": 3}
+    queue |= {"deadLettered": 0, "expired": 0}
+    (first,) = node_rows(records.rows([("jobs", "queue", queue)], 0.0, 10.0))
+    assert (first["node"], first["node_type"], first["router"]) == ("jobs", "queue", "H")
+    assert (first["window_start"], first["window_end"]) == (0, 10_000)
+    assert (first["depth"], first["bytes"], first["enqueued"], first["dequeued"]) == (5, 500, 8, 3)
+    later = {**queue, "depth": 1, "paged": 1, "dequeued": 7, "expired": 1}
+    (second,) = node_rows(records.rows([("jobs", "queue", later)], 10.0, 20.0))
+    assert (second["depth"], second["paged"], second["enqueued"]) == (1, 1, 0)
+    assert (second["dequeued"], second["expired"]) == (4, 1)
+    assert second["record_id"] != first["record_id"]
+    again = {**queue, "enqueued": 2, "dequeued": 0}  # deleted, made again: its totals restart
+    (third,) = node_rows(records.rows([("jobs", "queue", again)], 20.0, 30.0))
+    assert (third["enqueued"], third["dequeued"]) == (2, 0)
+    assert records.rows([], 30.0, 40.0) == [] and not records.last
+
+
+def node_rows(records: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    return decode_batch(encode_batch("node", records))[1]

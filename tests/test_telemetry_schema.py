@@ -57,9 +57,21 @@ def test_a_batch_round_trips() -> None:
         ({"kind": "flow", "version": SCHEMA_VERSION + 1}, "not supported"),
         ({"kind": "flow", "version": 1, "columns": ["a"]}, "columns do not match"),
         (
-            {"kind": "flow", "version": 1, "columns": list(columns("flow")), "rows": [[1]]},
+            {"kind": "flow", "version": SCHEMA_VERSION, "columns": list(columns("flow"))},
+            "rows are not a list",
+        ),
+        (
+            {
+                "kind": "flow",
+                "version": SCHEMA_VERSION,
+                "columns": list(columns("flow")),
+                "rows": [[1]],
+            },
             "does not have",
         ),
+        # A version 1 record has version 1's columns, not the later ones.
+        ({"kind": "flow", "version": 1, "columns": list(columns("flow"))}, "columns do not match"),
+        ({"kind": "node", "version": 1, "columns": list(columns("node", 1))}, "did not exist"),
     ],
 )
 def test_what_a_reader_cannot_take_is_refused_in_one_line(body: object, error: str) -> None:
@@ -72,3 +84,20 @@ def test_the_additive_counts_are_flow_integers_in_column_order() -> None:
     assert all(fields[name].type == "int64" for name in FLOW_COUNTS)
     order = columns("flow")
     assert sorted(FLOW_COUNTS, key=order.index) == list(FLOW_COUNTS)
+
+
+def test_an_older_record_reads_with_the_fields_it_lacks_null() -> None:
+    """Routers not upgraded yet send version 1 flow records (no node_leg): still taken."""
+    old = columns("flow", 1)
+    assert "node_leg" in columns("flow") and "node_leg" not in old
+    row = tuple(range(len(old)))
+    body = {"kind": "flow", "version": 1, "columns": list(old), "rows": [list(row)]}
+    kind, rows = decode_batch(body)
+    assert kind == "flow"
+    assert rows == [{**dict(zip(old, row, strict=True)), "node_leg": None}]
+
+
+def test_fields_added_later_are_nullable() -> None:
+    """Else an older record, which has none of them, would not be a valid row."""
+    later = [f for fields in FIELDS.values() for f in fields if f.since > 1]
+    assert later and all(f.nullable for f in later)

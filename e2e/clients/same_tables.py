@@ -17,7 +17,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-TABLES = ("traffic_matrix", "paths", "address_stats", "load_per_minute", "router_load")
+TABLES = (
+    "traffic_matrix",
+    "paths",
+    "address_stats",
+    "load_per_minute",
+    "router_load",
+    "node_stats",
+)
 
 
 def rows(output: Path, table: str) -> list[dict[str, Any]]:

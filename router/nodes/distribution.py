@@ -1,5 +1,6 @@
 """Messages out of hosted nodes: to consumers while they have credit, and what their outcomes
 do (router/nodes/queue.py has the rules); dead letters; the router's own messages to a node.
+What consumers get and their outcomes are counted as flows out of the node (traffic.py).
 
 What comes back (released, modified) goes to the node's other consumers before the one that
 returned it. Rejected messages, those delivered too often and expired ones go to the node's
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from router.forwarder import ACCEPTED, REJECTED, TERMINAL, Message, new_delivery
 from router.log import get_logger
-from router.nodes import intake
+from router.nodes import intake, traffic
 from router.nodes.message import dead_lettered, redelivered
 from router.nodes.outbox import Outbox
 from router.nodes.placement import owner
@@ -65,6 +66,7 @@ def send(nodes: Nodes, att: Attachment, held: Held) -> None:
     lib.pn_link_send(p, data, len(data))
     lib.pn_link_advance(p)
     link.delivered += 1
+    traffic.sent(nodes, att, len(data), att.sub.browse or link.presettle)
     if att.sub.browse:
         lib.pn_delivery_settle(out)  # a copy: its outcome changes nothing
     elif link.presettle:
@@ -94,6 +96,7 @@ def outcome(nodes: Nodes, att: Attachment, d: Any) -> None:
         # processed, maybe not, so a failed attempt, as when the link goes.
         state = lib.PN_MODIFIED
     del att.out[d]
+    traffic.settled(nodes, att, state)
     queue = att.queue
     assert queue is not None and att.sub is not None
     link = att.link

@@ -9,7 +9,8 @@ are stored by the one host router that placement.py names for it, and handed out
   end. A node that refuses the link (visibility, a bad filter) says why.
 - A message to such an address from an anonymous sender goes to the host as `(host)/node`.
 - On the host, producers' messages come in through router/nodes/intake.py and go out to
-  consumers through router/nodes/distribution.py.
+  consumers through router/nodes/distribution.py; both ways are counted as flows there
+  (router/nodes/traffic.py), from and to the router each client's link entered at.
 
 At start the store's messages are taken back into their nodes before any link attaches.
 """
@@ -26,11 +27,11 @@ from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
 from router.configrecords import Binding, NodeSettings
 from router.entitytypes import HOSTED_NODE
-from router.forwarder import ACCEPTED, Message
+from router.forwarder import ACCEPTED, MODIFIED, REJECTED, Message, flow_ingress
 from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
-from router.linkrouting import origin
+from router.linkrouting import origin, origin_router
 from router.log import get_logger
-from router.nodes import distribution, intake, lifetime
+from router.nodes import distribution, intake, lifetime, traffic
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import (
     FilterError,
@@ -47,6 +48,7 @@ from router.nodes.topic import SEPARATOR, Subscription, Topic, subscription_name
 from router.nodes.transactions import Coordinator
 from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
+from router.telemetry.flows import router_name
 
 if TYPE_CHECKING:
     from router.configrecords import RouterConfig
@@ -63,13 +65,23 @@ ROUTER_ROLES = ("inter-router", "edge")
 class Attachment:
     """A link to a node here: a producer's, or a consumer's with its standing in a queue."""
 
-    __slots__ = ("inbox", "into", "link", "node", "out", "queue", "sub")
+    __slots__ = ("inbox", "into", "link", "node", "out", "queue", "router", "sub")
 
-    def __init__(self, link: Link, node: Node, queue: Queue | None, sub: Subscriber | None):
+    def __init__(
+        self,
+        link: Link,
+        node: Node,
+        queue: Queue | None,
+        sub: Subscriber | None,
+        router: str | None,
+    ):
         self.link = link
         self.node = node
         self.queue = queue  # what a consumer takes from: the queue, or its subscription
         self.sub = sub
+        # Where the client's link entered the network, for the node's flow rows; None for
+        # this router's own link moving the node elsewhere (router/nodes/moving.py).
+        self.router = router
         self.out: dict[Any, Held] = {}  # our unsettled deliveries on a consumer's link
         # A producer's messages go straight into this subscription: the link of another
         # router moving a durable subscription here (router/nodes/moving.py).
@@ -414,6 +426,8 @@ class Nodes:
         router.fwd.local_handlers.pop(parse(node.name, router.id).key, None)
         for att in self.of(node):
             self.remove(att.link)
+            for _ in att.out:
+                traffic.settled(self, att, MODIFIED)  # gone with the node: maybe processed
             set_condition(
                 lib.pn_link_condition(att.link.pn),
                 "amqp:resource-deleted",
@@ -432,7 +446,7 @@ class Nodes:
         lib.pn_link_set_rcv_settle_mode(p, lib.PN_RCV_FIRST)
         link.kind = "node"
         lib.pn_link_open(p)
-        att = self.add(Attachment(link, node, None, None))
+        att = self.add(Attachment(link, node, None, None, origin_router(link, self.router.id)))
         if link.conn.role in ROUTER_ROLES:
             properties = data_get(lib.pn_link_remote_properties(p))
             if not isinstance(properties, dict):
@@ -486,7 +500,7 @@ class Nodes:
         sub = Subscriber(next(self.sub_keys), browse, active)
         if isinstance(queue, Subscription):
             queue.attached += 1
-        att = self.add(Attachment(link, node, queue, sub))
+        att = self.add(Attachment(link, node, queue, sub, origin_router(link, self.router.id)))
         log.info(
             "node.consumer",
             node=node.name,
@@ -517,6 +531,7 @@ class Nodes:
         failed = not moving
         # Last first: each goes back to the head of its queue, so the oldest ends first.
         for held in reversed(list(att.out.values())):
+            traffic.settled(self, att, MODIFIED)
             distribution.returned(self, queue, held, failed=failed, excluded=None)
         att.out.clear()
         if att.sub is not None:
@@ -582,18 +597,23 @@ class Nodes:
         if node is None:
             forwarder.drop(fwd)
             return True
+        data = bytes(msg.plain())
+        ingress = router_name(flow_ingress(msg.ann, forwarder.me))
         try:
-            durable = intake.take(self, node, bytes(msg.plain()))
+            durable = intake.take(self, node, data)
         except ValueError as err:
             intake.reject(self, fwd, "amqp:decode-error", str(err))
-            return True
-        if durable is None:
-            intake.reject(self, fwd, *intake.full_error(node))
-        elif fwd is not None:
-            if durable:
-                self.awaiting.append(fwd)
-            else:
-                forwarder.settle_incoming(fwd, ACCEPTED)
+            durable = None
+        else:
+            if durable is None:
+                intake.reject(self, fwd, *intake.full_error(node))
+            elif fwd is not None:
+                if durable:
+                    self.awaiting.append(fwd)
+                else:
+                    forwarder.settle_incoming(fwd, ACCEPTED)
+        outcome = None if fwd is None else ACCEPTED if durable is not None else REJECTED
+        traffic.put(self, name, ingress, len(data), outcome, msg.sample)
         distribution.pump_node(self, node)
         return True
 

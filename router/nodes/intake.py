@@ -4,7 +4,8 @@ A durable message is accepted to its sender only once the store has synced it: `
 end of each turn of the router's loop, syncs once for all that arrived in the turn (group
 commit) and then accepts them; a non-durable one is accepted at once. At a node's limit a
 sender gets no more credit (`atLimit: block`), or its message is rejected with
-`amqp:resource-limit-exceeded` (`reject`).
+`amqp:resource-limit-exceeded` (`reject`). Each message is counted as a flow into the node
+(router/nodes/traffic.py) as it is taken, with the answer it gets.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from router.forwarder import ACCEPTED, REJECTED
-from router.nodes import distribution
+from router.nodes import distribution, traffic
 from router.nodes.facts import facts_of
 from router.nodes.message import stamp
 from router.nodes.queue import Queue
@@ -38,14 +39,18 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
     if data is None:
         return
     presettled = bool(lib.pn_delivery_settled(d))
+    assert att.router is not None  # a producer's link
     txn = nodes.coordinator.enlisted(d)
     if txn is not False:
         if isinstance(txn, Transaction):
+            # Counted as its provisional outcome says, taken in or not at the discharge.
             nodes.coordinator.send(txn, att.node, bytes(data), d)
+            traffic.put(nodes, att.node.name, att.router, len(data), ACCEPTED)
         else:
             settle(d, presettled, REJECTED, (UNKNOWN_ID, "no such transaction here"))
         credit(nodes, link, att.node)
         return
+    outcome = ACCEPTED
     try:
         accepted: bool | None
         if att.into is not None:  # a durable subscription moving here
@@ -55,14 +60,17 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
         else:
             accepted = take(nodes, att.node, bytes(data))
     except ValueError as err:
+        outcome = REJECTED
         settle(d, presettled, REJECTED, ("amqp:decode-error", str(err)))
     else:
         if accepted is None:
+            outcome = REJECTED
             settle(d, presettled, REJECTED, full_error(att.node))
         elif presettled or not accepted:
             settle(d, presettled, ACCEPTED, None)
         else:
-            nodes.awaiting.append((link, d))
+            nodes.awaiting.append((link, d))  # the node has it: accepted once synced
+    traffic.put(nodes, att.node.name, att.router, len(data), None if presettled else outcome)
     credit(nodes, link, att.node)
     distribution.pump_node(nodes, att.node)
 

@@ -238,7 +238,8 @@ class Mover:
         link.address = key
         lib.pn_link_open(p)
         self.links[key] = link
-        nodes.add(Attachment(link, node, queue, Subscriber(next(nodes.sub_keys), False, None)))
+        sub = Subscriber(next(nodes.sub_keys), False, None)
+        nodes.add(Attachment(link, node, queue, sub, None))  # not a consumer's: no flow rows
         router.fwd.touched.add(conn)
         log.info("node.moving", node=key.replace(SEPARATOR, "/"), to=host, messages=queue.depth)
 

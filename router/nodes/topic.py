@@ -69,6 +69,9 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.enqueued = 0
         self.dropped = 0
+        # What the subscriptions that ended counted: the topic's totals never go back (metrics
+        # counters, telemetry's per-window differences).
+        self.ended = {"dequeued": 0, "deadLettered": 0, "expired": 0}
 
     def subscribe(self, name: str, durable: bool, filters: Filters | None) -> Subscription:
         """The subscription `name`, made if new. A durable one is kept in the store's nodes
@@ -90,6 +93,10 @@ class Topic:
     def unsubscribe(self, sub: Subscription) -> None:
         """The subscription ends: its messages go with it."""
         self.subscriptions.pop(sub.store_name, None)
+        ended = self.ended
+        ended["dequeued"] += sub.dequeued
+        ended["deadLettered"] += sub.dead_lettered
+        ended["expired"] += sub.expired
         sub.clear()
         if sub.durable_subscription:
             self.store.drop_node(sub.store_name)
@@ -128,8 +135,8 @@ class Topic:
             "durable": sum(c["durable"] for c in each),
             "paged": sum(c["paged"] for c in each),
             "enqueued": self.enqueued,
-            "dequeued": sum(s.dequeued for s in subs),
-            "deadLettered": sum(s.dead_lettered for s in subs),
-            "expired": sum(s.expired for s in subs),
+            "dequeued": self.ended["dequeued"] + sum(s.dequeued for s in subs),
+            "deadLettered": self.ended["deadLettered"] + sum(s.dead_lettered for s in subs),
+            "expired": self.ended["expired"] + sum(s.expired for s in subs),
             "subscriptions": len(subs),
         }

@@ -181,7 +181,7 @@ class Coordinator:
         )
 
     def apply(self, txn: Transaction, fail: bool) -> None:
-        from router.nodes import distribution, intake
+        from router.nodes import distribution, intake, traffic
 
         nodes = self.nodes
         for node, data, d in txn.sends:
@@ -194,6 +194,7 @@ class Coordinator:
             queue = att.queue
             if queue is None:
                 continue
+            traffic.settled(nodes, att, lib.PN_RELEASED if fail else state)
             if fail or state == lib.PN_RELEASED:
                 distribution.returned(nodes, queue, held, failed=False, excluded=None)
             elif state == lib.PN_ACCEPTED:

@@ -1,7 +1,8 @@
 """Sends each finished window's records as AMQP messages, routed like any message.
 
-Thin on purpose: the window arithmetic is `flows.Flows`, the readings `readings`. Every window
-this router sends its flow rows and one `router` row to `schema.TELEMETRY_ADDRESS`, pre-settled,
+Thin on purpose: the window arithmetic is `flows.Flows` and `noderecords.NodeRecords`, the
+readings `readings`. Every window this router sends its flow rows, one `router` row and a `node`
+row per queue or topic it hosts to `schema.TELEMETRY_ADDRESS`, pre-settled,
 through its own forwarder, so a collector attached to any router of the network receives every
 router's records. With nobody consuming that address (or a collector so far behind that its
 queue here is full) the records are dropped and counted (`records_dropped`), never queued
@@ -22,6 +23,7 @@ from router.sections import EMPTY_ANNOTATIONS, scan
 from router.stats import memory_usage
 from router.telemetry import readings
 from router.telemetry.flows import Flows
+from router.telemetry.noderecords import NodeRecords
 from router.telemetry.sampling import Sampler
 from router.telemetry.schema import (
     SCHEMA_VERSION,
@@ -48,6 +50,7 @@ class Emitter:
         # Record ids: this router, this boot, a sequence; a resend after a reconnect reuses one.
         prefix = f"{router.id}-{tokens.token_hex(4)}"
         self.flows = Flows(router.id, prefix, config.windowSeconds, now)
+        self.nodes = NodeRecords(router.id, prefix)
         self.sampler = Sampler(config.sampleEvery)
         self.record_prefix = prefix
         self.sequence = 0
@@ -70,9 +73,12 @@ class Emitter:
         self.send_window(self.flows.flush(now), start, now)
 
     def send_window(self, flow_rows: list[tuple[Any, ...]], start: float, end: float) -> None:
-        for i in range(0, len(flow_rows), ROWS_PER_MESSAGE):
-            self.send("flow", flow_rows[i : i + ROWS_PER_MESSAGE])
+        self.send("flow", flow_rows)
         self.send("router", [self.router_row(start, end)])
+        hosted = list(self.router.nodes.nodes.values())
+        self.send(
+            "node", self.nodes.rows(((n.name, n.kind, n.counters()) for n in hosted), start, end)
+        )
 
     def _totals(self) -> tuple[int, int, int, int, float]:
         fwd = self.router.fwd
@@ -112,8 +118,10 @@ class Emitter:
         )
 
     def send(self, kind: Kind, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
+        for i in range(0, len(rows), ROWS_PER_MESSAGE):
+            self.send_message(kind, rows[i : i + ROWS_PER_MESSAGE])
+
+    def send_message(self, kind: Kind, rows: list[tuple[Any, ...]]) -> None:
         fwd = self.router.fwd
         entry = fwd.entry(TELEMETRY_ADDRESS)
         backed_up = bool(entry.consumers) and all(

@@ -7,6 +7,10 @@ from another thread. A window is the difference between two readings, which `Flo
 takes when a window boundary has passed: the only place that knows about time, with the time
 passed in, so the arithmetic runs in unit tests without a router or a clock.
 
+A hosted queue or topic's host counts its traffic in rows of their own (`node_row`): into the
+node from the producer's router, out of it to the consumer's (schema.py's `node_leg`). Those
+are counted off the data path (router/nodes/traffic.py), where messages are stored anyway.
+
 Windows are aligned to multiples of their length since the epoch, so the records of every router
 cover the same intervals and the pipeline can join them without interpolating. A row that saw
 nothing for a whole window is dropped from the table once the router has forgotten its address
@@ -52,12 +56,14 @@ class FlowCounters:
         "delivered",
         "deliveries",
         "dropped",
+        "egress",
         "hist",
         "ingress",
         "key",
         "latency_max_us",
         "latency_samples",
         "latency_sum_us",
+        "leg",
         "modified",
         "owner",
         "presettled",
@@ -65,10 +71,19 @@ class FlowCounters:
         "released",
     )
 
-    def __init__(self, address: str, ingress: str, delivered: bool) -> None:
+    def __init__(
+        self,
+        address: str,
+        ingress: str,
+        delivered: bool,
+        egress: str | None,
+        leg: str | None = None,
+    ) -> None:
         self.address = address
         self.ingress = ingress
         self.delivered = delivered
+        self.egress = egress
+        self.leg = leg  # a hosted node's row: "in" or "out" (schema.py's node_leg)
         self.deliveries = 0
         self.bytes = 0
         self.accepted = 0
@@ -135,14 +150,26 @@ class Flows:
         # The first window starts when the router does and ends at the next boundary.
         self.start, self.end = now, window_bounds(now, window_seconds)[1]
         self.rows: dict[tuple[str, str, bool], FlowCounters] = {}
-        self.last: dict[tuple[str, str, bool], tuple[tuple[int, ...], float, list[int]]] = {}
+        # Hosted nodes' rows, by (node, ingress router, egress router, leg).
+        self.node_rows: dict[tuple[str, str, str, str], FlowCounters] = {}
+        self.last: dict[tuple[Any, ...], tuple[tuple[int, ...], float, list[int]]] = {}
         self.sequence = 0
 
     def row(self, address: str, ingress: str, delivered: bool) -> FlowCounters:
         key = (address, ingress, delivered)
         row = self.rows.get(key)
         if row is None:
-            row = self.rows[key] = FlowCounters(address, ingress, delivered)
+            egress = self.router_id if delivered else None
+            row = self.rows[key] = FlowCounters(address, ingress, delivered, egress)
+        return row
+
+    def node_row(self, node: str, ingress: str, egress: str, leg: str) -> FlowCounters:
+        """The row of a hosted node's traffic (this router its host): `leg` "in" from the
+        producer's router `ingress` to here, "out" from here to the consumer's `egress`."""
+        key = (node, ingress, egress, leg)
+        row = self.node_rows.get(key)
+        if row is None:
+            row = self.node_rows[key] = FlowCounters(node, ingress, True, egress, leg)
         return row
 
     def tick(self, now: float) -> list[tuple[Any, ...]] | None:
@@ -166,8 +193,10 @@ class Flows:
         start_ms, end_ms = int(self.start * 1000), int(end * 1000)
         me = self.router_id
         records: list[tuple[Any, ...]] = []
-        idle: list[tuple[str, str, bool]] = []
-        for key, row in list(self.rows.items()):
+        idle: list[tuple[Any, ...]] = []
+        rows: list[tuple[tuple[Any, ...], FlowCounters]] = list(self.rows.items())
+        rows += list(self.node_rows.items())
+        for key, row in rows:
             if key[0] == TELEMETRY_ADDRESS:
                 continue  # records about records: every window would report the last one's
             counts, sum_us, hist = now_reading = row.reading()
@@ -194,16 +223,18 @@ class Flows:
                     end_ms,
                     row.address,
                     router_name(row.ingress),
-                    me if row.delivered else None,
+                    row.egress,
                     *counts[:-1],
                     samples,
                     sum_us,
                     row.latency_max_us if samples else None,
                     hist,
+                    row.leg,
                 )
             )
             row.latency_max_us = 0.0
         for key in idle:
-            del self.rows[key]
+            table: dict[Any, FlowCounters] = self.rows if len(key) == 3 else self.node_rows
+            del table[key]
             del self.last[key]
         return records

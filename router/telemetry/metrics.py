@@ -238,34 +238,56 @@ class RouterCollector(Collector):
         yield queued
 
     def _nodes(self, rid: str) -> Iterator[Metric]:
-        """The queues and topics this router hosts (router/nodes/)."""
+        """The queues and topics this router hosts (router/nodes/): one metric per reading, as
+        the address metrics are, so that summing one over its labels means something."""
         labels = ["router", "node", "type"]
-        depth = GaugeMetricFamily(
-            "routernet_node_depth", "Messages a hosted queue or topic holds now.", labels=labels
-        )
-        size = GaugeMetricFamily(
-            "routernet_node_bytes", "Bytes of the messages a hosted node holds now.", labels=labels
-        )
-        events = CounterMetricFamily(
-            "routernet_node_messages",
-            "Messages into (enqueued) and out of (dequeued, dead_lettered, expired) a hosted node.",
-            labels=[*labels, "event"],
-        )
+        gauges = {
+            "depth": GaugeMetricFamily(
+                "routernet_node_depth", "Messages a hosted queue or topic holds now.", labels=labels
+            ),
+            "bytes": GaugeMetricFamily(
+                "routernet_node_bytes",
+                "Bytes of the messages a hosted node holds now.",
+                labels=labels,
+            ),
+            "paged": GaugeMetricFamily(
+                "routernet_node_paged",
+                "Of the messages a hosted node holds, those paged out to disk now.",
+                labels=labels,
+            ),
+        }
+        counters = {
+            "enqueued": CounterMetricFamily(
+                "routernet_node_enqueued",
+                "Messages put into a hosted node (a topic: published to it).",
+                labels=labels,
+            ),
+            "dequeued": CounterMetricFamily(
+                "routernet_node_dequeued",
+                "Messages consumers took from a hosted node (accepted, or sent pre-settled).",
+                labels=labels,
+            ),
+            "deadLettered": CounterMetricFamily(
+                "routernet_node_dead_lettered",
+                "Messages a hosted node sent to its dead letter address (rejected, or delivered"
+                " too often).",
+                labels=labels,
+            ),
+            "expired": CounterMetricFamily(
+                "routernet_node_expired",
+                "Messages that expired in a hosted node.",
+                labels=labels,
+            ),
+        }
         for name, node in list(self.router.nodes.nodes.items()):
             values = node.counters()
             key = [rid, name, node.kind]
-            depth.add_metric(key, values["depth"])
-            size.add_metric(key, values["bytes"])
-            for event, field in (
-                ("enqueued", "enqueued"),
-                ("dequeued", "dequeued"),
-                ("dead_lettered", "deadLettered"),
-                ("expired", "expired"),
-            ):
-                events.add_metric([*key, event], values[field])
-        yield depth
-        yield size
-        yield events
+            for field, gauge in gauges.items():
+                gauge.add_metric(key, values[field])
+            for field, counter in counters.items():
+                counter.add_metric(key, values[field])
+        yield from gauges.values()
+        yield from counters.values()
 
     def _network(self, rid: str) -> Iterator[Metric]:
         network = self.router.network
