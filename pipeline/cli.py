@@ -263,10 +263,13 @@ def matrix_table(table: pa.Table) -> str:
     """The traffic matrix as an aligned text table, busiest paths first, dynamic reply
     addresses folded per path; egress '-' is what reached no consumer."""
     rows = sorted(
-        fold_dynamic(
-            [with_leg(row) for row in table.select([*MATRIX_COLUMNS, "node_leg"]).to_pylist()],
-            per=("ingress_router", "egress_router"),
-            sums=MATRIX_COLUMNS[3:],
+        map(
+            with_leg,
+            fold_dynamic(
+                table.select([*MATRIX_COLUMNS, "node_leg"]).to_pylist(),
+                per=("ingress_router", "egress_router", "node_leg"),
+                sums=MATRIX_COLUMNS[3:],
+            ),
         ),
         key=lambda r: (-r["deliveries"], r["address"]),
     )[:MATRIX_SHOWN]
