@@ -372,6 +372,10 @@ class Connection:
         lib.pn_transport_unbind(self.transport)
         lib.pn_decref(self.transport)
         lib.pn_connection_release(self.pn)
+        # pn_connection_free's other half, which the binding lacks: the release alone leaves
+        # the reference pn_connection gave, and the connection, its delivery pool (with each
+        # pooled delivery's buffer) and its collector were never freed.
+        lib.pn_decref(self.pn)
         lib.pn_collector_release(self.collector)
         lib.pn_collector_free(self.collector)
         self.transport = self.pn = self.collector = self.ssl = NULL
