@@ -45,7 +45,7 @@ from router.links import Forward, Link
 from router.log import get_logger
 from router.network import Timers
 from router.nodes.hosting import Nodes
-from router.pn import NULL, ffi, get_condition, lib, set_condition, text
+from router.pn import ffi, get_condition, lib, set_condition, text
 from router.pnfast import NOT_CURRENT, SLOW, UNREADABLE
 from router.sections import (
     EMPTY_ANNOTATIONS,
@@ -56,7 +56,7 @@ from router.sections import (
     scan,
 )
 from router.stats import RouterStats
-from router.streaming import STREAM_THRESHOLD, open_session, trim_memory
+from router.streaming import STREAM_THRESHOLD, open_session, take_up_behind, trim_memory
 from router.streaming import start as start_stream
 from router.telemetry.emitter import Emitter
 from router.telemetry.sampling import Sampler
@@ -390,7 +390,7 @@ class Router:
                     for stream in streams:
                         stream.pump()
                         if stream.done:
-                            self.after_stream(stream.in_link)
+                            take_up_behind(self, stream.in_link)
             if self.nodes.store is not None:
                 self.nodes.flush()  # one fsync for this turn's durable messages, then accepted
             for conn in touched:
@@ -898,18 +898,6 @@ class Router:
         fwd.route(msg, entry, forward, link)
         if link.anonymous:
             fwd.forget_if_idle(entry)
-
-    def after_stream(self, link: Link) -> None:
-        """A stream ended on a turn of its own (it had paused): deliveries that arrived behind
-        it on `link` had their events passed over as not current, so take them up now."""
-        p = link.pn
-        while not link.conn.dead and link.stream is None and link.partial is None:
-            d = lib.pn_link_current(p)
-            if d == NULL:
-                return
-            self.incoming(link, d)
-            if lib.pn_link_current(p) == d:
-                return  # still arriving: its next frames bring events of their own
 
     def receive(self, link: Link, d: Any) -> bytes | bytearray | None:
         """The message of `link`'s current delivery once all of it is there, the delivery

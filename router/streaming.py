@@ -398,6 +398,19 @@ def start(router: Router, link: Link, d: Any, head: bytearray) -> bool:
     return True
 
 
+def take_up_behind(router: Router, link: Link) -> None:
+    """A stream ended on a turn of its own (it had paused): deliveries that arrived behind it
+    on `link` had their events passed over as not current, so take them up now."""
+    p = link.pn
+    while not link.conn.dead and link.stream is None and link.partial is None:
+        d = lib.pn_link_current(p)
+        if d == ffi.NULL:
+            return
+        router.incoming(link, d)
+        if lib.pn_link_current(p) == d:
+            return  # still arriving: its next frames bring events of their own
+
+
 _trim: Any = None
 
 
