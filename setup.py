@@ -22,6 +22,7 @@ NATIVE = [
     "router/connection.py",
     "router/engine.py",
     "router/forwarder.py",
+    "router/interest.py",
     "router/links.py",
     "router/sections.py",
     "router/telemetry/flows.py",

@@ -71,7 +71,7 @@ def _transfer(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
             self.receiver.flow(1)
             self.sender_conn = c.connect(send_url)
             self.sender = c.create_sender(self.sender_conn, ADDRESS)
-            c.schedule(TIMEOUT_S, self)
+            self.timer = c.schedule(TIMEOUT_S, self)
 
         def on_timer_task(self, event: Any) -> None:
             self.failed = f"timed out with {self.got:,} of {size:,} bytes received"
@@ -110,7 +110,11 @@ def _transfer(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
                     self.settled = time.monotonic()
                     self.outcome = d.remote_state
                     d.settle()
-                    event.container.stop()
+                    # Closed, not just left: a receiver left attached with no credit would be
+                    # offered the next transfer's message until the router timed it out.
+                    self.timer.cancel()
+                    self.sender_conn.close()
+                    self.receiver.connection.close()
                 return
             while d.pending:
                 data = d.link.recv(d.pending)

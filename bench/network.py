@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import large
+from bench import large, whole
 from bench.clients import (
     ADDRESS,
     HOST,
@@ -98,6 +98,8 @@ SCENARIOS = (
     "chain3-unsettled-source",
     "chain3-unsettled-telemetry-off",
     *large.SCENARIOS,
+    *(whole.QDROUTERD_SCENARIOS if QDROUTERD_BINARY else ()),
+    *whole.SCENARIOS,
     "telemetry-overhead",
     "reroute",
     "new-consumer",
@@ -672,6 +674,8 @@ def run_scenario(
 ) -> dict[str, Any]:
     if name in large.SCENARIOS:
         return large.run(log_dir)
+    if name in whole.SCENARIOS or name in whole.QDROUTERD_SCENARIOS:
+        return whole.run(name, log_dir)
     if name.startswith("chain3-") or name in QDROUTERD_CHAINS:
         return run_chain(name, clients, count, latency_seconds, log_dir, other_loads)
     if name == "telemetry-overhead":
@@ -744,6 +748,8 @@ def _progress(outcome: dict[str, Any]) -> str:
             f"throughput {outcome['throughput_change']:+.1%} (median of "
             f"{len(outcome['rounds'])} rounds)"
         )
+    if outcome["kind"] == "sizes":
+        return f"{len(outcome['sizes'])} sizes, {verdict(outcome['met'])}"
     if outcome["kind"] == "large":
         peak = max(r["peak_rss_mib"] for r in outcome["routers"].values())
         return f"{outcome['mib_per_s']:,.1f} MiB/s, highest router RSS {peak:,.1f} MiB"
@@ -828,6 +834,8 @@ def run(
                 if name == "telemetry-overhead"
                 else "large"
                 if name in large.SCENARIOS
+                else "sizes"
+                if name in whole.SCENARIOS or name in whole.QDROUTERD_SCENARIOS
                 else "convergence"
             )
             chain = (name.startswith("chain3") and name not in large.SCENARIOS) or (
@@ -852,6 +860,7 @@ def markdown(results: dict[str, Any]) -> str:
     timings = {n: s for n, s in scenarios.items() if s["kind"] == "convergence"}
     overhead = scenarios.get("telemetry-overhead")
     larges = {n: s for n, s in scenarios.items() if s["kind"] == "large"}
+    sizes = {n: s for n, s in scenarios.items() if s["kind"] == "sizes"}
     lines = [
         f"Interior routers on one host, {config['body_bytes']}-byte bodies, default router "
         "timers. "
@@ -899,6 +908,15 @@ def markdown(results: dict[str, Any]) -> str:
             f"{verdict(s['met'])}); router CPU s per GiB {_per_router(r, 'cpu_s_per_gib', 2)} "
             "(the Python clients set the pace).",
         ]
+    for name, s in sizes.items():
+        if "error" in s:
+            notes.append(f"{name} failed: {s['error']}")
+            continue
+        lines += whole.markdown(name, s)
+        notes.append(
+            f"{name}: time linear in size (largest size's s/MiB at most twice 16 MiB's) and "
+            f"RSS at most {s['target_rss_over_idle_mib']:.0f} MiB over idle: {verdict(s['met'])}"
+        )
     if overhead is not None:
         if "error" in overhead:
             notes.append(f"telemetry-overhead failed: {overhead['error']}")

@@ -238,16 +238,18 @@ class Connection:
             return "closed by the peer"
         return "connection lost"
 
-    def read(self, bufs: IOBuffers) -> None:
-        """Move what the socket has into the transport; EOF or a socket error closes the tail."""
+    def read(self, bufs: IOBuffers, most: int = IO_CHUNK) -> None:
+        """Move what the socket has, up to `most` bytes, into the transport; EOF or a socket
+        error closes the tail."""
         t = self.transport
         cap = lib.pn_transport_capacity(t)
         if cap == 0:
             return
+        most = min(most, bufs.size)
         try:
             # Once Proton takes no more input, what still arrives is read and dropped: leaving
             # it in the socket would keep it readable and spin the loop.
-            n = self.sock.recv_into(bufs.read_view[: bufs.size if cap < 0 else min(cap, bufs.size)])
+            n = self.sock.recv_into(bufs.read_view[: most if cap < 0 else min(cap, most)])
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
@@ -372,6 +374,10 @@ class Connection:
         lib.pn_transport_unbind(self.transport)
         lib.pn_decref(self.transport)
         lib.pn_connection_release(self.pn)
+        # pn_connection_free's other half, which the binding lacks: the release alone leaves
+        # the reference pn_connection gave, and the connection, its delivery pool (with each
+        # pooled delivery's buffer) and its collector were never freed.
+        lib.pn_decref(self.pn)
         lib.pn_collector_release(self.collector)
         lib.pn_collector_free(self.collector)
         self.transport = self.pn = self.collector = self.ssl = NULL

@@ -15,7 +15,6 @@ import socket
 import time
 import traceback
 from itertools import count
-from selectors import EVENT_READ, EVENT_WRITE
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from proton import Message as ProtonMessage
@@ -38,6 +37,7 @@ from router.forwarder import (
     new_delivery,
 )
 from router.gateway.peering import Gateways, crossing_gateway
+from router.interest import Interest
 from router.interrouter import Network
 from router.linkroutes import link_route_table
 from router.linkrouting import LinkRouter
@@ -56,7 +56,7 @@ from router.sections import (
     scan,
 )
 from router.stats import RouterStats
-from router.streaming import STREAM_THRESHOLD, open_session, trim_memory
+from router.streaming import STREAM_THRESHOLD, open_session, take_up_behind, trim_memory
 from router.streaming import start as start_stream
 from router.telemetry.emitter import Emitter
 from router.telemetry.sampling import Sampler
@@ -161,7 +161,7 @@ class Router:
         # would make a new link here, one the peer never meant (see `detach`).
         self.unanswered: dict[Any, Connection] = {}
         self.dirty: set[Connection] = set()
-        self.writing: set[Connection] = set()
+        self.interest = Interest(self.sel)  # what each connection's socket is watched for
         self.conn_ids = count(1)
         self.link_ids = count(1)
         self.stopping = False  # shutting down: the drain is over
@@ -368,6 +368,7 @@ class Router:
         """
         fwd = self.fwd
         bufs = self.bufs
+        interest = self.interest
         while self.dirty or fwd.touched or fwd.credit_dirty or fwd.resume:
             touched: set[Connection] = set()
             while self.dirty or fwd.touched or fwd.credit_dirty or fwd.resume:
@@ -388,6 +389,8 @@ class Router:
                     streams, fwd.resume = fwd.resume, set()
                     for stream in streams:
                         stream.pump()
+                        if stream.done:
+                            take_up_behind(self, stream.in_link)
             if self.nodes.store is not None:
                 self.nodes.flush()  # one fsync for this turn's durable messages, then accepted
             for conn in touched:
@@ -405,17 +408,13 @@ class Router:
                     continue
                 if lib.pn_collector_peek(conn.collector):
                     self.dirty.add(conn)
-                if conn.want_write:
-                    if conn not in self.writing:
-                        self.writing.add(conn)
-                        self.sel.modify(conn.sock, EVENT_READ | EVENT_WRITE, conn)
-                elif conn in self.writing:
-                    self.writing.discard(conn)
-                    self.sel.modify(conn.sock, EVENT_READ, conn)
+                interest.update(conn)
             if fwd.paused:  # output went out: streams waiting for it may read more
                 for stream in fwd.paused:
                     if not stream.blocked():
                         fwd.resume.add(stream)
+            if fwd.paused or interest.held:
+                interest.hold(fwd.paused, fwd.now)
 
     def process(self, conn: Connection) -> None:
         coll = conn.collector
@@ -479,6 +478,8 @@ class Router:
                     self.teardown(conn)
         if self.fwd.holding:
             self.fwd.expire_held(now)
+        if self.interest.held:
+            self.dirty.update(self.interest.trickle(now, self.bufs))
         if self.telemetry is not None:
             self.telemetry.tick(time.time())
         if self.fwd.large_done and not self.fwd.streaming:
@@ -513,7 +514,7 @@ class Router:
     def register(self, conn: Connection) -> None:
         """Watch a new connection's socket, accepted or dialled by a connector."""
         self.conns[conn.fd] = conn
-        self.sel.register(conn.sock, selectors.EVENT_READ, conn)
+        self.interest.add(conn)
         self.dirty.add(conn)
 
     def teardown(self, conn: Connection) -> None:
@@ -533,9 +534,8 @@ class Router:
         conn.links.clear()
         for p in [p for p, owner in self.unanswered.items() if owner is conn]:
             del self.unanswered[p]  # freed with the connection
-        self.sel.unregister(conn.sock)
+        self.interest.remove(conn)
         self.conns.pop(conn.fd, None)
-        self.writing.discard(conn)
         self.dirty.discard(conn)
         self.fwd.touched.discard(conn)
         mech = sasl.failed_mechanism(conn.transport) if conn.inbound else None

@@ -10,16 +10,22 @@ carrying a stream starts no other delivery until it is done: what is routed to i
 queues behind it.
 
 Back-pressure: the router stops reading a stream while any copy's session has more than
-STREAM_WINDOW bytes Proton has not framed yet (its consumer, or the socket, is slower than the
-sender), or while none of its copies could start (no credit, or another stream ahead of it on
-that link). What arrives meanwhile stays in Proton's buffer for the incoming delivery, and
-every session the router has is opened with an incoming capacity (SESSION_CAPACITY bytes,
-where that is SESSION_FRAMES frames or more): once that much waits unread, Proton grants the
-sender no more session window. The capacity is set before the session's Begin and never
-changed, because shrinking a window the peer already has makes Proton refuse the transfers in
-flight (amqp:session:window-violation): a first version that cut it on pause stalled. A
-multicast copy that has to wait while others have started is the exception: the chunks the
-others got are spooled for it.
+STREAM_WINDOW bytes Proton has not framed yet (its consumer grants no more session window),
+or a copy's socket takes no more (its consumer reads slowly; Proton would frame all that the
+window allows into an unbounded buffer of its own), or while none of its copies could start
+(no credit, or another stream ahead of it on that link). What arrives meanwhile stays in
+Proton's buffer for the incoming delivery, and how its sender is stopped depends on who it
+is. A client's session has an unbounded window, as in Qpid Dispatch (clients send large
+messages whole, and a bounded window costs their Proton time that grows with the square of
+the size, see router/interest.py): once HOLD_BYTES wait unread, the router stops reading that
+client's socket (router/interest.py). A router's session (inter-router, edge) is opened with
+an incoming capacity (SESSION_CAPACITY bytes, where that is SESSION_FRAMES frames or more):
+once that much waits unread, Proton grants the sender no more session window, and the
+connection's other sessions (the control links) go on. The capacity is set before the
+session's Begin and never changed, because shrinking a window the peer already has makes
+Proton refuse the transfers in flight (amqp:session:window-violation): a first version that
+cut it on pause stalled. A multicast copy that has to wait while others have started is the
+exception: the chunks the others got are spooled for it.
 
 What is not streamed, and is collected whole as before: messages to an address with no
 consumer yet (held, or released at once), to the router's own management, on link-routed and
@@ -36,6 +42,7 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING, Any
 
+from router.configviews import ROUTER_ROLES
 from router.links import Forward
 from router.pn import ffi, lib
 from router.sections import EMPTY_ANNOTATIONS, MessageFormatError, read_annotations, scan_head
@@ -55,11 +62,12 @@ CHUNK = 64 * 1024
 STREAM_WINDOW = 4 * 1024 * 1024
 
 _SCRATCH = ffi.new("char[]", CHUNK)
-# Bytes Proton may hold for one incoming session before it grants its sender no more session
-# window; only where that is at least SESSION_FRAMES frames (maxFrameSize up to 64 KiB), so
-# that small messages never wait for window. Larger frames: no session limit, as before. Each
-# refill of the window costs a round trip to the sender: at 4 MiB a python-qpid-proton sender
-# managed 3 MiB/s, at 16 MiB 20 MiB/s.
+# Bytes Proton may hold for one incoming session of another router before it grants that
+# router no more session window; only where that is at least SESSION_FRAMES frames
+# (maxFrameSize up to 64 KiB), so that small messages never wait for window. Larger frames:
+# no session limit. Each refill of the window costs the sender a round trip, and a Proton
+# sender that holds a whole message re-reads all of it (router/interest.py): clients get no
+# limit.
 SESSION_CAPACITY = 16 * 1024 * 1024
 SESSION_FRAMES = 256
 
@@ -165,6 +173,8 @@ class Stream:
             session = lib.pn_link_session(copy.link.pn)
             if lib.pn_session_outgoing_bytes(session) > STREAM_WINDOW:
                 return True
+            if copy.link.conn.want_write:
+                return True
         return False
 
     # ----- moving bytes --------------------------------------------------------------------
@@ -208,8 +218,9 @@ class Stream:
                 forwarder.touched.add(copy.link.conn)
 
     def pause(self) -> None:
-        """Stop reading: what arrives stays in Proton's buffer for the delivery, whose session
-        capacity (`open_session`) then closes the sender's session window."""
+        """Stop reading: what arrives stays in Proton's buffer for the delivery, until its
+        connection's input is held (router/interest.py) or its session capacity
+        (`open_session`) closes the sender's session window."""
         if not self.paused:
             self.paused = True
             self.forwarder.paused.add(self)
@@ -315,13 +326,15 @@ class Stream:
 
 
 def open_session(session: Any, conn: Connection) -> None:
-    """Open a session with the incoming capacity that bounds what a paused stream can pile up.
+    """Open a session: a router's with the incoming capacity that bounds what a paused stream
+    can pile up, a client's with an unbounded window (router/interest.py holds its input).
 
     A small message is read as soon as it arrives, so the window this leaves (at least
     SESSION_FRAMES transfers) is refreshed with every credit top-up and never holds it back."""
-    frame = lib.pn_transport_get_max_frame(conn.transport)
-    if 0 < frame * SESSION_FRAMES <= SESSION_CAPACITY:
-        lib.pn_session_set_incoming_capacity(session, SESSION_CAPACITY)
+    if conn.role in ROUTER_ROLES:
+        frame = lib.pn_transport_get_max_frame(conn.transport)
+        if 0 < frame * SESSION_FRAMES <= SESSION_CAPACITY:
+            lib.pn_session_set_incoming_capacity(session, SESSION_CAPACITY)
     lib.pn_session_open(session)
 
 
@@ -383,6 +396,19 @@ def start(router: Router, link: Link, d: Any, head: bytearray) -> bool:
         fwd.forget_if_idle(entry)
     stream.pump()
     return True
+
+
+def take_up_behind(router: Router, link: Link) -> None:
+    """A stream ended on a turn of its own (it had paused): deliveries that arrived behind it
+    on `link` had their events passed over as not current, so take them up now."""
+    p = link.pn
+    while not link.conn.dead and link.stream is None and link.partial is None:
+        d = lib.pn_link_current(p)
+        if d == ffi.NULL:
+            return
+        router.incoming(link, d)
+        if lib.pn_link_current(p) == d:
+            return  # still arriving: its next frames bring events of their own
 
 
 _trim: Any = None

@@ -217,3 +217,31 @@ def test_large_message_scenario_runs(tmp_path: Path) -> None:
     assert set(result["routers"]) == {"A", "B", "C"}
     for r in result["routers"].values():
         assert 0 < r["idle_rss_mib"] <= r["peak_rss_mib"]
+
+
+@pytest.mark.network
+@pytest.mark.timeout(120)
+def test_sizes_scenario_runs(tmp_path: Path) -> None:
+    """sizes-chain3's harness with 1 and 16 MiB: both kinds of client get each message through
+    the chain whole, and each size has its timing and the routers' RSS growth."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from pathlib import Path; from bench import whole; "
+            "print(json.dumps(whole.run('sizes-chain3', Path(sys.argv[1]), (1, 16))))",
+            str(tmp_path),
+        ],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["path"] == "A-B-C" and result["router"] == "routernet"
+    assert set(result["sizes"]) == {"1", "16"}
+    for row in result["sizes"].values():
+        for how in ("whole", "streamed"):
+            assert row[how]["seconds"] > 0
+            assert isinstance(row[how]["rss_over_idle_mib"], float)

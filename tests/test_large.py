@@ -235,3 +235,53 @@ def test_consumer_that_stops_reading_its_socket_does_not_grow_the_router(
             assert router.alive()
     finally:
         stuck.close()
+
+
+WHOLE_SMALL = 16 * MiB
+WHOLE_LARGE = 64 * MiB
+# Four times the bytes may take at most this many times the sender's CPU: linear is 4, and the
+# re-reading of the whole message each time the router reopened the session window made it
+# about 10.
+WHOLE_CPU_RATIO = 6.0
+WHOLE_RSS_HEADROOM = 64 * MiB
+WHOLE_TIMEOUT = 120.0
+
+
+def test_message_sent_whole_costs_its_sender_linear_time(tmp_path: Path, world: World) -> None:
+    """A client puts each message on its link whole, as Proton, JMS and rhea applications do,
+    and its consumer has a window of one: 64 MiB must cost the sender about four times what
+    16 MiB does, and the router must not hold the message.
+
+    Timed in CPU seconds of this process (the sender's and receiver's Proton), not wall time,
+    so that a loaded machine does not decide the ratio."""
+    with RouterProcess(tmp_path) as router:
+        receiver = world.connect(router.url).receiver("whole", credit=1)
+        sender = world.connect(router.url).sender("whole")
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        idle_rss = peak_rss = router.rss_bytes()
+        cpu: dict[int, float] = {}
+        for i, size in enumerate((WHOLE_SMALL, WHOLE_LARGE)):
+            body = body_of(size, 10 + i)
+            start = time.process_time()
+            tracked = sender.send(Message(body=body))
+            deadline = time.monotonic() + WHOLE_TIMEOUT
+            next_sample = 0.0
+            while not tracked.settled:
+                assert time.monotonic() < deadline, f"{size:,} bytes not through in time"
+                world.step()
+                if time.monotonic() >= next_sample:
+                    peak_rss = max(peak_rss, router.rss_bytes())
+                    next_sample = time.monotonic() + 0.05
+            cpu[size] = time.process_time() - start
+            assert tracked.state == ACCEPTED
+            got = receiver.messages[-1].body
+            assert (len(got), hashlib.sha256(got).digest()) == (size, hashlib.sha256(body).digest())
+            del body, got
+            receiver.messages.clear()
+            receiver.flow(1)
+        world.close()
+        assert router.alive()
+
+    ratio = cpu[WHOLE_LARGE] / cpu[WHOLE_SMALL]
+    assert ratio <= WHOLE_CPU_RATIO, cpu
+    assert peak_rss - idle_rss < WHOLE_RSS_HEADROOM, (idle_rss, peak_rss)

@@ -1,0 +1,226 @@
+"""Large messages of growing size, sent whole and streamed, through one router and a chain.
+
+`sizes-1router` and `sizes-chain3` (network suite): for each size from 1 MiB to 1 GiB, one
+message from a sender to a receiver with a window of one, through one router and through
+A-B-C. Twice per size: once with python-qpid-proton's blocking clients, which put the message
+on the link whole (as Proton, JMS and rhea applications do), and once with bench/large.py's
+streaming clients, which never hold it. With QDROUTERD set, `qdrouterd1-sizes-1router` and
+`qdrouterd1-sizes-chain3` first do the same through qdrouterd (one worker thread).
+
+What it shows: the seconds per MiB at each size (flat when time is linear in size; a router
+that made the whole-message sender re-read what it had not sent yet grew them with the size),
+and each router's peak RSS over its idle RSS while the message crossed (the routers stream:
+bounded whatever the size). The clients run as their own processes; the whole-message ones
+hold the message two or three times over, so 1 GiB needs a few GiB of free memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import large
+from bench.clients import HOST, BenchError
+from bench.one_router import IDLE_SETTLE_S, proc_status_mib
+
+MIB = 1024 * 1024
+SIZES_MIB = (1, 16, 64, 256, 1024)
+SCENARIOS = ("sizes-1router", "sizes-chain3")
+QDROUTERD_SCENARIOS = tuple(f"qdrouterd1-{name}" for name in SCENARIOS)
+ADDRESS = "bench.whole"
+TIMEOUT_S = 600.0
+SAMPLE_S = 0.02
+TARGET_RSS_OVER_IDLE_MIB = 64.0
+
+
+def _body(size: int) -> bytes:
+    """`size` bytes, each MiB unlike its neighbours (large.py's chunks)."""
+    whole, rest = divmod(size, large.CHUNK)
+    return b"".join(large._chunk(i) for i in range(whole)) + large._chunk(whole)[:rest]
+
+
+def send(url: str, size: int) -> None:
+    """A sender process: one message of `size` body bytes, put on the link whole."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    body = _body(size)
+    digest = hashlib.sha256(body).hexdigest()
+    # Encoded before connecting: at 1 GiB that takes long enough for a peer's idle timeout.
+    encoded = Message(body=body).encode()
+    del body
+    conn = BlockingConnection(url, timeout=TIMEOUT_S)
+    sender = conn.create_sender(ADDRESS)
+    conn.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT_S, msg="credit")
+    started = time.monotonic()
+    delivery = sender.link.delivery(b"1")
+    sender.link.send(encoded)  # whole, as BlockingSender.send puts it
+    sender.link.advance()
+    conn.wait(lambda: delivery.settled or bool(delivery.remote_state), timeout=TIMEOUT_S)
+    settled = time.monotonic()
+    conn.close()
+    print(json.dumps({"started": started, "settled": settled, "sha256": digest}), flush=True)
+
+
+def receive(url: str) -> None:
+    """A receiver process with a window of one: says when it is attached, then when the
+    message arrived and what it was."""
+    from proton.utils import BlockingConnection
+
+    conn = BlockingConnection(url, timeout=TIMEOUT_S)
+    receiver = conn.create_receiver(ADDRESS, credit=1)
+    print("ready", flush=True)
+    message = receiver.receive(timeout=TIMEOUT_S)
+    arrived = time.monotonic()
+    receiver.accept()
+    conn.close()
+    body = message.body
+    print(
+        json.dumps(
+            {"arrived": arrived, "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+        ),
+        flush=True,
+    )
+
+
+def _client(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.whole", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def _whole(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
+    receiver = _client("receive", receive_url)
+    sender = None
+    try:
+        assert receiver.stdout is not None
+        if receiver.stdout.readline().strip() != "ready":
+            raise BenchError(f"the receiver did not attach: {receiver.communicate()[1][-300:]}")
+        sender = _client("send", send_url, str(size))
+        sent_out, sent_err = sender.communicate(timeout=TIMEOUT_S)
+        if sender.returncode:
+            raise BenchError(f"the sender of {size:,} bytes failed: {sent_err[-300:]}")
+        got_out, got_err = receiver.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{size:,} bytes sent whole did not arrive in {TIMEOUT_S:.0f} s") from None
+    finally:
+        for proc in (sender, receiver):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if receiver.returncode:
+        raise BenchError(f"the receiver of {size:,} bytes failed: {got_err[-300:]}")
+    sent, got = json.loads(sent_out), json.loads(got_out)
+    seconds = got["arrived"] - sent["started"]
+    return {
+        "seconds": round(seconds, 2),
+        "identical": got["bytes"] == size and got["sha256"] == sent["sha256"],
+    }
+
+
+def _streamed(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
+    moved = large._transfer(send_url, receive_url, size)
+    return {"seconds": moved["seconds"], "identical": moved["identical"]}
+
+
+def _measure(routers: dict[str, Any], how: Any, size: int) -> dict[str, Any]:
+    """One transfer from the first router to the last, the routers' RSS sampled throughout."""
+    ids = sorted(routers)
+    pids = {rid: routers[rid].proc.pid for rid in ids}
+    time.sleep(IDLE_SETTLE_S)  # the previous transfer's memory given back
+    idle = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}
+    peak = dict(idle)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_S):
+            for rid, pid in pids.items():
+                peak[rid] = max(peak[rid], proc_status_mib(pid, "VmRSS"))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        moved = how(
+            f"amqp://{HOST}:{routers[ids[0]].port}", f"amqp://{HOST}:{routers[ids[-1]].port}", size
+        )
+    finally:
+        done.set()
+        sampler.join()
+    if not moved["identical"]:
+        raise BenchError(f"{size:,} bytes arrived altered")
+    return {
+        "seconds": moved["seconds"],
+        "s_per_mib": round(moved["seconds"] / (size / MIB), 4),
+        "rss_over_idle_mib": round(max(peak[rid] - idle[rid] for rid in ids), 1),
+    }
+
+
+def run(name: str, log_dir: Path, sizes_mib: tuple[int, ...] = SIZES_MIB) -> dict[str, Any]:
+    from bench.network import LINE, Spec, network
+
+    qdrouterd = name.startswith("qdrouterd1-")
+    specs = LINE if name.endswith("chain3") else (Spec("A"),)
+    rows: dict[str, dict[str, Any]] = {}
+    with network(specs, log_dir, name, qdrouterd=qdrouterd) as (routers, _):
+        for mib in sizes_mib:
+            rows[str(mib)] = {
+                "whole": _measure(routers, _whole, mib * MIB),
+                "streamed": _measure(routers, _streamed, mib * MIB),
+            }
+            print(f"bench: {name}: {mib} MiB: {rows[str(mib)]}", file=sys.stderr, flush=True)
+    peak = max(r[how]["rss_over_idle_mib"] for r in rows.values() for how in r)
+    # Linear: the largest size's seconds per MiB no worse than twice the 16 MiB one's.
+    linear = (
+        all(
+            rows[str(sizes_mib[-1])][how]["s_per_mib"] <= 2 * rows["16"][how]["s_per_mib"]
+            for how in ("whole", "streamed")
+        )
+        if "16" in rows
+        else None
+    )
+    return {
+        "kind": "sizes",
+        "path": "-".join(s.id for s in specs),
+        "router": "qdrouterd" if qdrouterd else "routernet",
+        "sizes": rows,
+        "target_rss_over_idle_mib": TARGET_RSS_OVER_IDLE_MIB,
+        "met": peak <= TARGET_RSS_OVER_IDLE_MIB and linear is not False,
+        "linear": linear,
+    }
+
+
+def markdown(name: str, s: dict[str, Any]) -> list[str]:
+    """The scenario's table: seconds (and seconds per MiB) and the routers' RSS growth."""
+    lines = [
+        "",
+        f"{name}: one message per size through {s['path']} ({s['router']}), receiver window "
+        "1; seconds from send to arrival (s/MiB), highest router RSS over its idle, MiB.",
+        "",
+        "| MiB | whole s | whole s/MiB | whole RSS + | streamed s | streamed s/MiB "
+        "| streamed RSS + |",
+        "|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for mib, row in s["sizes"].items():
+        w, st = row["whole"], row["streamed"]
+        lines.append(
+            f"| {mib} | {w['seconds']:.2f} | {w['s_per_mib']:.3f} | {w['rss_over_idle_mib']:.1f} "
+            f"| {st['seconds']:.2f} | {st['s_per_mib']:.3f} | {st['rss_over_idle_mib']:.1f} |"
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "send":
+        send(sys.argv[2], int(sys.argv[3]))
+    else:
+        receive(sys.argv[2])
