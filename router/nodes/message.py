@@ -8,6 +8,7 @@ letter) is rare and goes through Proton's Message.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from proton import Data, Described, Message, symbol, ulong
@@ -25,6 +26,10 @@ _READ = {
 }
 
 
+# The sections before the delivery annotations, and they.
+_BEFORE_ANNOTATIONS = {bytes((code,)) for code in (_HEADER, _DELIVERY_ANNOTATIONS)}
+
+
 class Stamp:
     """What a node needs to know of a message to keep it."""
 
@@ -40,18 +45,7 @@ def stamp(data: bytes, now: float) -> Stamp:
     """Header and expiry of an encoded message; ValueError (one line) if they do not decode.
     `now` is wall-clock seconds: ttl counts from when the node took the message."""
     durable, priority, expiry = False, priority_of(None), None
-    offset = 0
-    view = memoryview(data)
-    while offset < len(data):
-        if data[offset : offset + 2] == b"\x00\x53" and data[offset + 2 : offset + 3] not in _READ:
-            break  # application properties or the body: past what a node reads, not decoded
-        section = Data()
-        try:
-            used = section.decode(view[offset:].tobytes() if offset else data)
-        except Exception as err:
-            raise ValueError(f"the message does not decode: {err}"[:200]) from None
-        value = section.get_object()
-        code = _code(value)
+    for _, _, code, value in _sections(data, _READ):
         if code == _HEADER:
             fields = _fields(value)
             durable = bool(_at(fields, 0))
@@ -67,8 +61,26 @@ def stamp(data: bytes, now: float) -> Stamp:
             break
         elif code not in (_DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS):
             break  # application properties or the body: past what a node reads
-        offset += used
     return Stamp(durable, priority, expiry)
+
+
+def _sections(data: bytes, read: set[bytes]) -> Iterator[tuple[int, int, int | None, Any]]:
+    """Offset, end, descriptor code and value of each section from the start of the message,
+    as far as the sections in `read`: the one after them (application properties, the body,
+    which may be large) is not decoded. ValueError (one line) if a section does not decode."""
+    offset = 0
+    view = memoryview(data)
+    while offset < len(data):
+        if data[offset : offset + 2] == b"\x00\x53" and data[offset + 2 : offset + 3] not in read:
+            return
+        section = Data()
+        try:
+            used = section.decode(view[offset:].tobytes() if offset else data)
+        except Exception as err:
+            raise ValueError(f"the message does not decode: {err}"[:200]) from None
+        value = section.get_object()
+        yield offset, offset + used, _code(value), value
+        offset += used
 
 
 def _code(value: Any) -> int | None:
@@ -143,28 +155,15 @@ def without_delivery_annotation(data: bytes, key: str) -> tuple[Any, bytes]:
 
 def _delivery_annotations(data: bytes) -> tuple[int, int, dict[Any, Any]]:
     """Where the delivery annotations are (or go: after the header) and what they hold."""
-    offset = 0
-    view = memoryview(data)
-    while offset < len(data):
-        if data[offset : offset + 2] == b"\x00\x53" and data[offset + 2] not in (
-            _HEADER,
-            _DELIVERY_ANNOTATIONS,
-        ):
-            break  # not decoded: the body may be large
-        section = Data()
-        try:
-            used = section.decode(view[offset:].tobytes() if offset else data)
-        except Exception as err:
-            raise ValueError(f"the message does not decode: {err}"[:200]) from None
-        value = section.get_object()
-        code = _code(value)
+    where = 0
+    for start, end, code, value in _sections(data, _BEFORE_ANNOTATIONS):
         if code == _DELIVERY_ANNOTATIONS:
             found = getattr(value, "value", None)
-            return offset, offset + used, dict(found) if isinstance(found, dict) else {}
+            return start, end, dict(found) if isinstance(found, dict) else {}
         if code != _HEADER:
-            break
-        offset += used
-    return offset, offset, {}
+            return start, start, {}
+        where = end
+    return where, where, {}
 
 
 def _encoded(annotations: dict[Any, Any]) -> bytes:
