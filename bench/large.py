@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,27 @@ def _transfer(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def peak_rss(pids: dict[str, int]) -> Iterator[dict[str, float]]:
+    """Each process's RSS (MiB) from idle, then its peak, sampled every SAMPLE_S while the
+    block runs: the sampled dict holds the peaks once it is done."""
+    peak = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_S):
+            for rid, pid in pids.items():
+                peak[rid] = max(peak[rid], proc_status_mib(pid, "VmRSS"))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+
+
 def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
     from bench.network import LINE, network
 
@@ -150,24 +173,11 @@ def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
         time.sleep(IDLE_SETTLE_S)
         pids = {rid: r.proc.pid for rid, r in routers.items()}
         idle = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}
-        peak = dict(idle)
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(SAMPLE_S):
-                for rid, pid in pids.items():
-                    peak[rid] = max(peak[rid], proc_status_mib(pid, "VmRSS"))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
         cpu = {rid: proc_cpu_seconds(pid) for rid, pid in pids.items()}
-        try:
+        with peak_rss(pids) as peak:
             moved = _transfer(
                 f"amqp://{HOST}:{routers['A'].port}", f"amqp://{HOST}:{routers['C'].port}", size
             )
-        finally:
-            done.set()
-            sampler.join()
         cpu = {rid: proc_cpu_seconds(pid) - cpu[rid] for rid, pid in pids.items()}
         time.sleep(SETTLE_AFTER_S)
         after = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}

@@ -20,7 +20,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ SCENARIOS = ("sizes-1router", "sizes-chain3")
 QDROUTERD_SCENARIOS = tuple(f"qdrouterd1-{name}" for name in SCENARIOS)
 ADDRESS = "bench.whole"
 TIMEOUT_S = 600.0
-SAMPLE_S = 0.02
 TARGET_RSS_OVER_IDLE_MIB = 64.0
 
 
@@ -139,23 +137,10 @@ def _measure(routers: dict[str, Any], how: Any, size: int) -> dict[str, Any]:
     pids = {rid: routers[rid].proc.pid for rid in ids}
     time.sleep(IDLE_SETTLE_S)  # the previous transfer's memory given back
     idle = {rid: proc_status_mib(pid, "VmRSS") for rid, pid in pids.items()}
-    peak = dict(idle)
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(SAMPLE_S):
-            for rid, pid in pids.items():
-                peak[rid] = max(peak[rid], proc_status_mib(pid, "VmRSS"))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with large.peak_rss(pids) as peak:
         moved = how(
             f"amqp://{HOST}:{routers[ids[0]].port}", f"amqp://{HOST}:{routers[ids[-1]].port}", size
         )
-    finally:
-        done.set()
-        sampler.join()
     if not moved["identical"]:
         raise BenchError(f"{size:,} bytes arrived altered")
     return {
