@@ -25,7 +25,9 @@ from proton import Condition, Delivery, Endpoint, Message
 from proton.handlers import MessagingHandler
 from proton.reactor import AtMostOnce, Container
 
-TIMEOUT = 5.0
+# run_until's default bound: what it waits for takes milliseconds on an idle machine, many
+# times that on a loaded one; only a condition that never comes waits this long.
+TIMEOUT = 20.0
 POLL = 0.02
 
 ACCEPTED = Delivery.ACCEPTED
