@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ACCEPTED, Management, Receiver, Sender, Tracked, World
+from clients import ACCEPTED, Management, Receiver, Sender, Tracked, World, run_while_moving
 from harness import RouterNetwork, RouterProcess
 from proton import Message
 
 # Tens of MiB through Python clients take seconds on an idle machine and minutes beside a CPU
-# hog: the transfers are bounded by STALL instead, and this only catches a test that hangs.
+# hog: transfers are bounded by a stall (run_while_moving), and this only by a test that hangs.
 pytestmark = [pytest.mark.network, pytest.mark.timeout(600)]
 
 MiB = 1024 * 1024
@@ -31,8 +31,6 @@ CHAIN = [("A", "B", 1), ("B", "C", 1)]
 RSS_BOUND = 32 * MiB
 # How close to its idle RSS a router comes back once a burst is over.
 RSS_AFTER = 8 * MiB
-# How long a transfer may go without a byte moving before it counts as stuck.
-STALL = 30.0
 
 
 def big_body(size: int, seed: int) -> bytes:
@@ -57,19 +55,6 @@ def arrived(receiver: Receiver) -> int:
     """Bytes of the delivery arriving at `receiver`, once its first frame is there."""
     current = receiver.link.current
     return 0 if current is None else current.pending
-
-
-def run_while_moving(step: Any, until: Any, moving: Any, what: str) -> None:
-    """Calls `step` until `until()`. Fails once `moving()` (bytes still to send, bytes
-    arrived) has not changed for STALL seconds: a bound on a transfer that stopped, where one
-    on its duration would fail a transfer slowed down by a loaded machine."""
-    last, since = moving(), time.monotonic()
-    while not until():
-        step()
-        now = moving()
-        if now != last:
-            last, since = now, time.monotonic()
-        assert time.monotonic() - since < STALL, f"{what}: nothing moved for {STALL}s ({last})"
 
 
 def run_sampling(
@@ -169,19 +154,6 @@ def test_abort_mid_stream_is_passed_on_through_a_chain(tmp_path: Path, world: Wo
     assert receiver.bodies == [b"after the abort"]
 
 
-def consumer_credit(management: Management, address: str) -> int | None:
-    """The credit the router has from the consumer of `address` (its outgoing link)."""
-    rows = management.query("router.link", ["linkDir", "owningAddr", "creditAvailable"])
-    return next(
-        (
-            r["creditAvailable"]
-            for r in rows
-            if r["linkDir"] == "out" and r["owningAddr"] == "M0" + address
-        ),
-        None,
-    )
-
-
 def test_consumer_that_stops_reading_holds_the_sender_back(tmp_path: Path, world: World) -> None:
     """The consumer's process stops reading its socket while a 64 MiB message is on its way:
     the router stops reading the sender (session window) instead of growing, and the message
@@ -195,7 +167,7 @@ def test_consumer_that_stops_reading_holds_the_sender_back(tmp_path: Path, world
             # The consumer's credit has reached the router; from here on nothing is read.
             links = Management(client)
             stuck.run_until(
-                lambda: consumer_credit(links, "slow") == 5, what="the consumer's credit"
+                lambda: links.consumer_credit("slow") == 5, what="the consumer's credit"
             )
             sender = client.sender("slow")
             world.run_until(lambda: sender.credit > 0, what="credit")
