@@ -3,10 +3,10 @@
 A process a test starts may start more (the bench its routers and clients, a router its config
 checker); killing only the one the test knows of leaves the rest running for as long as the
 machine is up, holding ports and CPU. So every process starts as the leader of a new session,
-and stopping it signals its whole process group. Every one is also recorded, so that what a
-test leaves running on a path it did not foresee (a timeout raised in the middle of a start,
-an interrupted run) is killed when the test ends (conftest.py) and, at the latest, when pytest
-exits.
+and stopping it leaves nothing of its process group running. Every one is also recorded, so
+that what a test leaves running on a path it did not foresee (a timeout raised in the middle of
+a start, an interrupted run) is killed when the test ends (conftest.py) and, at the latest,
+when pytest exits.
 """
 
 from __future__ import annotations
@@ -66,17 +66,18 @@ def _signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
 def stop_group(
     proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT
 ) -> int:
-    """`sig` to the whole group, SIGKILL to the group if anything of it still runs after
-    `timeout`; returns the leader's exit code. Safe to call on a group already gone."""
+    """`sig` to `proc`, which stops what it started in its own way (a router its config
+    checker, the bench its routers); after it has gone, or `timeout`, SIGKILL to whatever of
+    its group is left. Returns its exit code; safe to call on a group already gone."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
     if proc.poll() is None or group_alive(proc):
-        _signal_group(proc, sig)
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        # The leader's children are not its to reap: they are gone once signalled and reparented.
-        while group_alive(proc) and time.monotonic() < deadline:
-            time.sleep(0.02)
         _signal_group(proc, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while group_alive(proc) and time.monotonic() < deadline:
+            time.sleep(0.01)  # SIGKILLed processes take a moment to go
     proc.wait()
     with contextlib.suppress(ValueError):
         _STARTED.remove(proc)
