@@ -231,7 +231,9 @@ class RouterNetwork:
         addresses: list[dict[str, Any]] | None = None,
         settings: dict[str, Any] | None = None,
         ids: dict[str, str] | None = None,
+        listener: dict[str, Any] | None = None,
     ) -> None:
+        """`listener`: more settings for every router's normal listener."""
         self.world = world
         self.edges = edges
         names = list(routers or [])
@@ -246,7 +248,7 @@ class RouterNetwork:
                 workdir / name,
                 self.ids[name],
                 host=host,
-                listeners=[{}, {"role": "inter-router"}],
+                listeners=[{**(listener or {})}, {"role": "inter-router"}],
                 addresses=addresses,
                 router={"mode": "interior", **NETWORK_TIMERS, **(settings or {})},
             )
