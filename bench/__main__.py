@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -227,5 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def _unwind_on_sigterm() -> None:
+    """SIGTERM (a cancelled CI job, `timeout`, a test stopping a run) unwinds the bench as
+    Ctrl-C does, so that every process it started is stopped on the way out; by default Python
+    dies at once and leaves the routers running."""
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
+
+
 if __name__ == "__main__":
+    _unwind_on_sigterm()
     sys.exit(main())

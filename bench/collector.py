@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.clients import HOST, BenchError, free_port, wait_for_port
-from bench.one_router import REPO_DIR, proc_cpu_seconds, proc_status_mib
+from bench.one_router import REPO_DIR, START_TIMEOUT_S, proc_cpu_seconds, proc_status_mib
 
 ROWS_PER_MESSAGE = 200
 DEFAULT_RECORDS = 400_000
@@ -144,7 +144,7 @@ def run_collector(records: int, log_dir: Path) -> dict[str, Any]:
                 env=env,
             )
         procs.append(router)
-        wait_for_port(router, port, "router", 30.0)
+        wait_for_port(router, port, "router", START_TIMEOUT_S)
         dataset = work / "dataset"
         with (log_dir / "collector.log").open("ab") as log:
             collector = subprocess.Popen(

@@ -28,7 +28,13 @@ from proton.reactor import AtMostOnce, Container
 from proton.utils import BlockingConnection
 
 T = TypeVar("T")
-TIMEOUT = 5.0
+# run_until's default bound: what it waits for takes milliseconds on an idle machine, many
+# times that on a loaded one; only a condition that never comes waits this long.
+TIMEOUT = 20.0
+# How long a transfer may go without progress before it counts as stuck (run_while_moving).
+# Progress shows in steps of a session window's refill: beside a CPU hog, with the load at 20,
+# 64 MiB through a router moved every 6 to 20 s.
+STALL = 120.0
 POLL = 0.02
 
 ACCEPTED = Delivery.ACCEPTED
@@ -78,6 +84,24 @@ QDSTAT_G = [
     "deliveriesIngressRouteContainer",
     "deliveriesEgressRouteContainer",
 ]
+
+
+def run_while_moving(
+    step: Callable[[], object],
+    until: Callable[[], object],
+    moving: Callable[[], object],
+    what: str,
+) -> None:
+    """Calls `step` until `until()`. Fails once `moving()` (bytes still to send, bytes
+    arrived) has not changed for STALL seconds: a bound on a transfer that stopped, where one
+    on its duration would fail a transfer slowed down by a loaded machine."""
+    last, since = moving(), time.monotonic()
+    while not until():
+        step()
+        now = moving()
+        if now != last:
+            last, since = now, time.monotonic()
+        assert time.monotonic() - since < STALL, f"{what}: nothing moved for {STALL}s ({last})"
 
 
 class World:
@@ -521,6 +545,19 @@ class Management:
     def node_request(self, operation: str, body: Any = None, **extra: Any) -> Message:
         properties = {"operation": operation, "type": MANAGEMENT_TYPE, "name": "self", **extra}
         return self.request(properties, {} if body is None else body)
+
+    def consumer_credit(self, address: str) -> int | None:
+        """The credit the router has from the consumer of mobile `address` (its outgoing
+        link): once it is what the consumer gave, the consumer's flow has reached it."""
+        rows = self.query("router.link", ["linkDir", "owningAddr", "creditAvailable"])
+        return next(
+            (
+                r["creditAvailable"]
+                for r in rows
+                if r["linkDir"] == "out" and r["owningAddr"] == "M0" + address
+            ),
+            None,
+        )
 
     def query(self, entity_type: str, attributes: list[str] | None = None) -> list[dict[str, Any]]:
         """QUERY as qdstat does; returns rows as dicts. Raises on a non-200 answer."""

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import processes
 import pytest
 from clients import World
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind() -> Iterator[None]:
+    """Kills the process group of anything the test started (tests/processes.py) and left
+    running: the test's own cleanup did not run to the end (a timeout in the middle of it).
+    What a module's fixtures started before the test is theirs to stop, and left alone."""
+    shared = processes.recorded()
+    yield
+    processes.stop_all(keep=shared)
 
 
 @pytest.fixture

@@ -7,34 +7,37 @@ tables."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import processes
 import pytest
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 COUNT = 2_000
+# A bound on one bench run, not its duration: a few seconds on an idle machine, many times that
+# beside a CPU hog. The bench and whatever it started are stopped as a group when it is hit
+# (tests/processes.py), or when pytest-timeout's RUN_LIMIT, a little later, interrupts the test.
+BENCH_TIMEOUT = 240.0
+RUN_LIMIT = 300
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return _python("-m", "bench", *args)
 
 
-def _python(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        timeout=25,
-    )
+def _python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return processes.run([sys.executable, *args], BENCH_TIMEOUT, cwd=REPO_DIR, text=True, env=env)
 
 
 @pytest.mark.network
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_p2p_runs_and_renders(tmp_path: Path) -> None:
     output = tmp_path / "one-router.json"
     scenarios = "p2p-unsettled,p2p-presettled"
@@ -59,7 +62,7 @@ def test_p2p_runs_and_renders(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_chain_of_three_runs_and_renders(tmp_path: Path) -> None:
     output = tmp_path / "network.json"
     chains = "chain3-unsettled,chain3-unsettled-source"
@@ -103,17 +106,11 @@ def test_convergence_means_shortest_path_costs() -> None:
 
 
 @pytest.mark.network
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_collector_suite_runs_and_renders(tmp_path: Path) -> None:
     output = tmp_path / "collector.json"
     args = ["--suite", "collector", "--count", str(COUNT), "--output", str(output)]
-    ran = subprocess.run(
-        [sys.executable, "-m", "bench", *args],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    ran = _bench(*args)
     assert ran.returncode == 0, ran.stderr
     results = json.loads(output.read_text())
     assert results["benchmark"] == "collector"
@@ -127,7 +124,7 @@ def test_collector_suite_runs_and_renders(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_hosted_queue_suite_runs_and_renders(tmp_path: Path) -> None:
     """Durable messages through a queue hosted on another router, and a kill -9 and recovery
     of the host; the RabbitMQ rows are left to the real run (a broker takes seconds to start)."""
@@ -168,14 +165,7 @@ def test_qdrouterd_runs_first_and_is_configured_as_our_routers(tmp_path: Path) -
         "'network': list(network.SCENARIOS), "
         "'B': network.qdrouterd_config(line[1], 1001, 2001, ports)}))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        timeout=25,
-        env={**os.environ, "QDROUTERD": str(tmp_path / "qdrouterd")},
-    )
+    done = _python("-c", code, env={**os.environ, "QDROUTERD": str(tmp_path / "qdrouterd")})
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["one"][:4] == [
@@ -195,21 +185,14 @@ def test_qdrouterd_runs_first_and_is_configured_as_our_routers(tmp_path: Path) -
 
 
 @pytest.mark.network
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_large_message_scenario_runs(tmp_path: Path) -> None:
     """chain3-1gib's harness, with 8 MiB: the message arrives whole and the RSS is sampled."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import json, sys; from pathlib import Path; from bench import large; "
-            "print(json.dumps(large.run(Path(sys.argv[1]), size=8 * 2**20)))",
-            str(tmp_path),
-        ],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        timeout=50,
+    done = _python(
+        "-c",
+        "import json, sys; from pathlib import Path; from bench import large; "
+        "print(json.dumps(large.run(Path(sys.argv[1]), size=8 * 2**20)))",
+        str(tmp_path),
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -220,11 +203,11 @@ def test_large_message_scenario_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(RUN_LIMIT)
 def test_sizes_scenario_runs(tmp_path: Path) -> None:
     """sizes-chain3's harness with 1 and 16 MiB: both kinds of client get each message through
     the chain whole, and each size has its timing and the routers' RSS growth."""
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             "-c",
@@ -232,10 +215,9 @@ def test_sizes_scenario_runs(tmp_path: Path) -> None:
             "print(json.dumps(whole.run('sizes-chain3', Path(sys.argv[1]), (1, 16))))",
             str(tmp_path),
         ],
+        BENCH_TIMEOUT,
         cwd=REPO_DIR,
-        capture_output=True,
         text=True,
-        timeout=110,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -245,3 +227,59 @@ def test_sizes_scenario_runs(tmp_path: Path) -> None:
         for how in ("whole", "streamed"):
             assert row[how]["seconds"] > 0
             assert isinstance(row[how]["rss_over_idle_mib"], float)
+
+
+def _group_commands(pgid: int) -> list[str]:
+    commands = []
+    for pid in processes.group_members(pgid):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return commands
+
+
+def _start_filling(tmp_path: Path) -> subprocess.Popen[str]:
+    """The queue-recovery scenario, started and waited on until its filling sender runs (the
+    router B is up by then): a run with every kind of process it starts running."""
+    bench = processes.start(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--scenarios",
+            "queue-recovery",
+            "--count",
+            "1000000",
+            "--output",
+            str(tmp_path / "nodes.json"),
+        ],
+        cwd=REPO_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + BENCH_TIMEOUT
+    sender = f"{REPO_DIR}/bench/build/sender "
+    while not any(c.startswith(sender) for c in _group_commands(bench.pid)):
+        assert bench.poll() is None, bench.communicate()
+        assert time.monotonic() < deadline, "the bench's sender never started"
+        time.sleep(0.05)
+    assert any("--id B" in c for c in _group_commands(bench.pid))
+    return bench
+
+
+@pytest.mark.network
+@pytest.mark.timeout(RUN_LIMIT)
+def test_a_bench_run_cut_short_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Stopped when the test's bound on it runs out, a bench run goes with every router and
+    client it started; and so does one sent SIGTERM alone (a cancelled CI job): it unwinds,
+    stopping them itself."""
+    bench = _start_filling(tmp_path)
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.finish(bench, timeout=0.1)
+    assert _group_commands(bench.pid) == []
+
+    bench = _start_filling(tmp_path)
+    bench.send_signal(signal.SIGTERM)
+    _, err = bench.communicate(timeout=BENCH_TIMEOUT)
+    assert bench.returncode == 128 + signal.SIGTERM, err
+    assert _group_commands(bench.pid) == []

@@ -180,10 +180,10 @@ def test_multicast_one_copy_per_consumer_across_edges(tmp_path: Path, world: Wor
             Receiver(ca, "news"),
         ]
         world.run_until(lambda: all(c.attached for c in consumers))
-        world.run_until(lambda: set(remote_keys(world, a)).issuperset({"M0news"}), timeout=10)
+        # A has a news consumer of its own and one from each edge before anything is sent.
+        world.run_until(lambda: news_at(world, a)[0] == 3, what="news consumers at A")
         sender = Sender(c1, "news")
         world.run_until(lambda: sender.credit > 0)
-        world.run_for(1.0)  # let E2's consumer be advertised before sending
         sender.send_all(Message(body=i) for i in range(10))
         world.run_until(
             lambda: sender.all_settled() and all(len(c.messages) >= 10 for c in consumers),
@@ -253,6 +253,20 @@ def _local(world: World, router: RouterProcess) -> bool:
     return any(r["key"] == "M0orders" and r["subscriberCount"] for r in rows)
 
 
+def news_at(world: World, router: RouterProcess) -> tuple[int, list[str]]:
+    """`router`'s local news consumers (one per edge that has any) and the routers it knows
+    have some."""
+    client = world.connect(router.url)
+    try:
+        rows = Management(client).query(
+            "router.address", ["key", "subscriberCount", "remoteHostRouters"]
+        )
+    finally:
+        client.close()
+    row = next((r for r in rows if r["key"] == "M0news"), None)
+    return (0, []) if row is None else (row["subscriberCount"], row["remoteHostRouters"])
+
+
 def test_two_interiors_with_two_edges_each(tmp_path: Path, world: World) -> None:
     mc = [{"prefix": "news", "distribution": "multicast"}]
     a = interior(tmp_path, "A", addresses=mc)
@@ -265,10 +279,13 @@ def test_two_interiors_with_two_edges_each(tmp_path: Path, world: World) -> None
         world.run_until(lambda: orders.attached and all(r.attached for r in news))
         world.run_until(
             lambda: {"M0orders", "M0news"} <= set(remote_keys(world, a)),
-            timeout=10,
             what="E4's addresses advertised to A",
         )
-        world.run_for(1.0)  # B's own edges' news consumers reach A's table too
+        # Each interior has its two edges' news consumers, and knows the other one's.
+        world.run_until(
+            lambda: news_at(world, a) == (2, ["B"]) and news_at(world, b) == (2, ["A"]),
+            what="every edge's news consumer known to both interiors",
+        )
         # anycast from E1 (behind A) to E4 (behind B)
         sender = Sender(clients[0], "orders")
         world.run_until(lambda: sender.credit > 0)
@@ -284,7 +301,7 @@ def test_two_interiors_with_two_edges_each(tmp_path: Path, world: World) -> None
                 and len(orders.messages) == 10
                 and all(len(r.messages) >= 10 for r in news)
             ),
-            timeout=10,
+            what="every message and copy",
         )
         world.run_for(0.5)  # a duplicate would arrive now
         assert orders.bodies == list(range(10))

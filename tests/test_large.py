@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clients import ACCEPTED, World
+from clients import ACCEPTED, Management, World, run_while_moving
 from harness import RouterProcess
 from proton import Message
 
@@ -207,8 +207,13 @@ def test_consumer_that_stops_reading_its_socket_does_not_grow_the_router(
         with RouterProcess(tmp_path, listeners=[{"linkCapacity": LINK_CAPACITY}]) as router:
             consumer = stuck.connect(router.url).receiver(address, credit=0, policy="accept")
             consumer.flow(TOTAL)
-            stuck.run_for(0.2)  # the credit reaches the router; from here on nothing is read
-            producer = world.connect(router.url).sender(address, presettled=True)
+            client = world.connect(router.url)
+            # The credit has reached the router; from here on nothing is read.
+            links = Management(client)
+            stuck.run_until(
+                lambda: links.consumer_credit(address) == TOTAL, what="the consumer's credit"
+            )
+            producer = client.sender(address, presettled=True)
             world.run_until(lambda: producer.credit > 0, what="credit for the producer")
             idle_rss = peak_rss = router.rss_bytes()
 
@@ -224,9 +229,12 @@ def test_consumer_that_stops_reading_its_socket_does_not_grow_the_router(
             assert peak_rss - idle_rss < RSS_HEADROOM, (sent, idle_rss, peak_rss)
 
             # The consumer's process recovers: every message sent reaches it, in order.
-            deadline = time.monotonic() + 15
-            while len(consumer.messages) < sent and time.monotonic() < deadline:
-                stuck.step()
+            run_while_moving(
+                stuck.step,
+                lambda: len(consumer.messages) >= sent,
+                lambda: len(consumer.messages),
+                "the messages once the consumer reads again",
+            )
             assert [m.body[:8] for m in consumer.messages] == [
                 f"{i:08d}".encode() for i in range(sent)
             ]
