@@ -9,14 +9,17 @@ import pytest
 from clients import World
 
 
-@pytest.fixture(autouse=True)
-def _no_process_left_behind() -> Iterator[None]:
-    """Kills the process group of anything the test started (tests/processes.py) and left
-    running: the test's own cleanup did not run to the end (a timeout in the middle of it).
-    What a module's fixtures started before the test is theirs to stop, and left alone."""
-    shared = processes.recorded()
-    yield
-    processes.stop_all(keep=shared)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Kills the process group of anything the test's body started (tests/processes.py) and
+    left running: its own cleanup did not run to the end (a timeout in the middle of it).
+    Fixtures stop what they started at their teardown, and a module's fixture may start its
+    router in a test's setup (through getfixturevalue) for the tests after it too."""
+    before = processes.recorded()
+    try:
+        return (yield)
+    finally:
+        processes.stop_all(keep=before)
 
 
 @pytest.fixture

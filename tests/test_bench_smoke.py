@@ -282,4 +282,9 @@ def test_a_bench_run_cut_short_leaves_no_process_behind(tmp_path: Path) -> None:
     bench.send_signal(signal.SIGTERM)
     _, err = bench.communicate(timeout=BENCH_TIMEOUT)
     assert bench.returncode == 128 + signal.SIGTERM, err
-    assert _group_commands(bench.pid) == []
+    # A router's warm config child (router/configchild.py) ends when its router's pipe closes,
+    # a moment after the router: what is left must go by itself, soon.
+    deadline = time.monotonic() + 10
+    while (left := _group_commands(bench.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []

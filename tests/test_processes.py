@@ -67,7 +67,8 @@ def test_a_timed_out_process_is_stopped_with_what_it_started() -> None:
 
 
 def test_what_a_test_left_running_is_stopped_after_it() -> None:
-    """conftest.py's finalizer: anything recorded since the test began and still running."""
+    """conftest.py's wrapper of each test's call: anything recorded since the test began and
+    still running."""
     shared = processes.recorded()
     proc = processes.start([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
