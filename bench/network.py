@@ -914,6 +914,9 @@ def markdown(results: dict[str, Any]) -> str:
             notes.append(f"{name} failed: {s['error']}")
             continue
         lines += whole.markdown(name, s)
+        theirs = sizes.get(f"qdrouterd1-{name}")
+        if theirs is not None and "error" not in theirs:
+            lines += whole.comparison(s, theirs)
         notes.append(
             f"{name}: time linear in size (largest size's s/MiB at most twice 16 MiB's) and "
             f"RSS at most {s['target_rss_over_idle_mib']:.0f} MiB over idle: {verdict(s['met'])}"

@@ -204,6 +204,29 @@ def markdown(name: str, s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def comparison(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """Ours beside qdrouterd's from the same run, size by size: seconds and RSS growth."""
+    lines = [
+        "",
+        f"{ours['path']}, routernet / qdrouterd in the same run: seconds from send to arrival "
+        "(ratio; below 1 is ours faster) and the highest router RSS over its idle, MiB.",
+        "",
+        "| MiB | whole s | whole ratio | streamed s | streamed ratio | whole RSS + |",
+        "|--:|--:|--:|--:|--:|--:|",
+    ]
+    for mib, row in ours["sizes"].items():
+        if mib not in theirs["sizes"]:
+            continue
+        cells = [mib]
+        for how in ("whole", "streamed"):
+            a, b = row[how]["seconds"], theirs["sizes"][mib][how]["seconds"]
+            cells += [f"{a:.2f} / {b:.2f}", f"{a / b:.2f}" if b else "-"]
+        a, b = row["whole"]["rss_over_idle_mib"], theirs["sizes"][mib]["whole"]["rss_over_idle_mib"]
+        cells.append(f"{a:.1f} / {b:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "send":
         send(sys.argv[2], int(sys.argv[3]))
