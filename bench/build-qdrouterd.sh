@@ -38,6 +38,8 @@ CMAKE
 cp -a "$src/." "$work/source/"
 sed -i 's/^\( *\)add_subdirectory(\(tests\|docs\|console\))/\1# &/' "$work/source/CMakeLists.txt"
 
+# Dispatch's CMakeLists writes config.sh into the directory cmake runs in: the build's.
+cd "$work"
 cmake -S "$work/source" -B "$work/cmake" -DProton_DIR="$work/proton" \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython_EXECUTABLE=/usr/bin/python3 -DUSE_LIBWEBSOCKETS=OFF -DQD_ENABLE_ASSERTIONS=OFF

@@ -508,7 +508,10 @@ def test_a_hosted_nodes_traffic_is_in_the_flow_and_node_records(
                 and nodes() == want_nodes
             )
 
-        world.run_until(complete, timeout=15, what="flow and node records of the nodes' traffic")
+        # Half-second windows, yet on a loaded machine the records trail the traffic by many of
+        # them; what is still missing after the wait, the comparisons below say.
+        with contextlib.suppress(AssertionError):
+            world.run_until(complete, timeout=60, what="flow and node records")
         world.run_for(1.2)  # two more windows: nothing is counted twice
         got = flows()
         assert set(got) == set(expected)
