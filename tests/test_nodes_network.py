@@ -24,6 +24,8 @@ from test_edge import edge, interior, started
 from test_nodes import consumer, receive, send
 from test_telemetry import Collector, samples, telemetry, value
 
+from router.telemetry.schema import TELEMETRY_ADDRESS
+
 NODES = [
     {"prefix": "jobs", "node": {"type": "queue", "hosts": ["B"]}},
     {"prefix": "news", "node": {"type": "topic", "hosts": ["B"]}},
@@ -67,6 +69,15 @@ def wait_for_router(world: World, router: RouterProcess, other: str) -> None:
         return any(r["containerId"] == other and r["location"] != "unreachable" for r in rows)
 
     world.run_until(known, timeout=20.0, what=f"{router.id} to know router {other}")
+
+
+def routes_to_collector(world: World, router: RouterProcess) -> bool:
+    c = world.connect(router.url)
+    try:
+        found = Management(c).query("router.address", ["key", "remoteCount"])
+    finally:
+        c.close()
+    return any(r["key"].endswith(TELEMETRY_ADDRESS) and r["remoteCount"] for r in found)
 
 
 def rows(world: World, router: RouterProcess, field: str = "depth") -> list[dict[str, Any]]:
@@ -442,6 +453,9 @@ def test_a_hosted_nodes_traffic_is_in_the_flow_and_node_records(
     with started(a, b, e):
         collector = Collector(world, a.url)
         wait_for_router(world, a, "B")
+        # B drops the records of windows that end while it knows no collector: the traffic
+        # waits until B routes to the one on A.
+        world.run_until(lambda: routes_to_collector(world, b), what="B to know the collector")
         on_a, on_b, on_e = world.connect(a.url), world.connect(b.url), world.connect(e.url)
         world.run_until(lambda: on_e.opened, what="edge client")
         tracked = send(on_a, "jobs.x", [Message(body=i, durable=True) for i in range(20)])
