@@ -87,9 +87,12 @@ def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Pa
     engine.write_text(engine.read_text() + "\n# changed\n")
     done = import_compiled(checkout, "router.core.engine")
     assert done.returncode != 0
-    assert "router/core/engine.py changed since compiled: run `make native`" in done.stderr
+    assert "core/engine.py changed since compiled: run `make native`" in done.stderr
     # ... and the source itself still runs on request.
-    assert Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[1]) == engine
+    assert (
+        Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[COMPILED.index("core.engine")])
+        == engine
+    )
 
 
 def test_a_changed_c_source_is_refused_too(tmp_path: Path) -> None:
@@ -100,10 +103,7 @@ def test_a_changed_c_source_is_refused_too(tmp_path: Path) -> None:
     c_source.write_text(c_source.read_text() + "\n/* changed */\n")
     done = import_compiled(checkout, "router.datapath.pnfast")
     assert done.returncode != 0
-    assert (
-        "router/datapath/pnfast.py or router/datapath/pnfast.c changed since compiled: "
-        "run `make native`" in done.stderr
-    )
+    assert "datapath/pnfast.py or pnfast.c changed since compiled: run `make native`" in done.stderr
 
 
 def runs_compiled(router: RouterProcess) -> bool:
