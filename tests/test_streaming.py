@@ -10,6 +10,7 @@ is given back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import struct
@@ -120,7 +121,14 @@ def test_100_MiB_through_a_chain_arrives_intact_and_no_router_holds_it(
         # Then a small one on the same links: nothing was left half done.
         after = sender.send(Message(body=b"after"))
         world.run_until(lambda: after.settled, what="the small message after it")
-        world.run_for(1.0)  # housekeeping gives memory back after a burst
+
+        # Housekeeping gives memory back after a burst, within a second or two; a loaded
+        # machine gets the time (the comparison below says what is still held after it).
+        def given_back() -> bool:
+            return all(r.rss_bytes() - idle[n] < RSS_AFTER for n, r in routers.items())
+
+        with contextlib.suppress(AssertionError):
+            world.run_until(given_back, timeout=15, what="the routers' memory given back")
         settled = {n: r.rss_bytes() for n, r in routers.items()}
         assert net.alive() == ["A", "B", "C"]
 
