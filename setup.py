@@ -1,5 +1,5 @@
 """Compiles the router's per-message modules to C extensions with mypyc, and builds the two
-written in C (router/pnfast.c, router/scanfast.c).
+written in C (router/datapath/pnfast.c, router/datapath/scanfast.c).
 
 Everything else about the distribution is in pyproject.toml. The mypyc modules are the same
 Python source, type-checked by mypy; each C module has a Python twin of its name, run instead
@@ -19,18 +19,18 @@ from setuptools import Extension, setup
 # counters at the egress, the sampler at the ingress). Each crossing between compiled and
 # interpreted code costs a conversion, so these stay together.
 NATIVE = [
-    "router/connection.py",
-    "router/engine.py",
-    "router/forwarder.py",
-    "router/interest.py",
-    "router/links.py",
-    "router/sections.py",
+    "router/transport/connection.py",
+    "router/core/engine.py",
+    "router/datapath/forwarder.py",
+    "router/datapath/interest.py",
+    "router/datapath/links.py",
+    "router/datapath/sections.py",
     "router/telemetry/flows.py",
     "router/telemetry/sampling.py",
 ]
 
 # Extension modules written in C, each with a Python twin of the same name.
-C_MODULES = ["pnfast", "scanfast"]
+C_MODULES = ["router/datapath/pnfast", "router/datapath/scanfast"]
 
 # What was compiled, by content: router/__init__.py refuses compiled modules in a source checkout
 # once their source differs (an edit, a checkout), rather than run code that is no longer there.
@@ -50,12 +50,12 @@ if os.environ.get("ROUTERNET_PURE") != "1":
     from mypyc.build import mypycify
 
     ext_modules = mypycify(NATIVE, opt_level="3", group_name="router.native")
-    # The data path's Proton calls and section walk in C (router/pnfast.py and
-    # router/scanfast.py say why), beside their Python twins.
-    ext_modules += [Extension(f"router.{name}", [f"router/{name}.c"]) for name in C_MODULES]
+    # The data path's Proton calls and section walk in C (router/datapath/pnfast.py and
+    # router/datapath/scanfast.py say why), beside their Python twins.
+    ext_modules += [Extension(name.replace("/", "."), [f"{name}.c"]) for name in C_MODULES]
     compiled = {
         Path(p).relative_to("router").as_posix(): f"{zlib.crc32(content(Path(p))):08x}"
-        for p in [*NATIVE, *(f"router/{name}.py" for name in C_MODULES)]
+        for p in [*NATIVE, *(f"{name}.py" for name in C_MODULES)]
     }
 
 setup(ext_modules=ext_modules)

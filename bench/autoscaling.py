@@ -50,7 +50,7 @@ spec:
 
 
 def _routernet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "router_operator.local_cli", *args]
+    return [sys.executable, "-m", "router_operator.cli.main", *args]
 
 
 def _forwarded(state: Path, pod: str) -> float | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from bench.clients import HOST, BenchError
 from bench.one_router import IDLE_SETTLE_S, proc_cpu_seconds, proc_status_mib
+from bench.routers import LINE, network
 
 SCENARIOS = ("chain3-1gib",)
 SIZE = 1024**3
@@ -167,8 +168,6 @@ def peak_rss(pids: dict[str, int]) -> Iterator[dict[str, float]]:
 
 
 def run(log_dir: Path, size: int = SIZE) -> dict[str, Any]:
-    from bench.network import LINE, network
-
     with network(LINE, log_dir, "chain3-1gib") as (routers, _):
         time.sleep(IDLE_SETTLE_S)
         pids = {rid: r.proc.pid for rid, r in routers.items()}

@@ -20,7 +20,7 @@
   first message a receiver gets; the router's RSS before the kill, and after recovery against
   an empty router's, per message.
 
-The store's fsync policy is the router's only one (router/store/store.py, router/engine.py):
+The store's fsync policy is the router's only one (router/store/store.py, router/core/engine.py):
 group commit, one fdatasync per turn of the router's event loop for everything appended in
 that turn, a durable message accepted only once the sync after its append has returned; a
 non-durable message is written to the same log but accepted at once.
@@ -57,7 +57,6 @@ from bench.clients import (
     wait_for_port,
     wait_ready,
 )
-from bench.network import Management, Spec, management, network, wait_until
 from bench.one_router import (
     BODY_BYTES,
     IDLE_SETTLE_S,
@@ -71,6 +70,7 @@ from bench.one_router import (
     proc_status_mib,
     process_router_modules,
 )
+from bench.routers import Management, Spec, management, network, wait_until
 
 QUEUE = "q.bench"
 THROUGHPUT = (

@@ -368,7 +368,7 @@ def _uncommitted_router_changes() -> list[str] | None:
 
 def router_modules() -> str:
     """How the routers run the modules every message passes through (setup.py)."""
-    spec = importlib.util.find_spec("router.engine")
+    spec = importlib.util.find_spec("router.core.engine")
     origin = spec.origin if spec is not None else None
     return "Python source" if origin is None or origin.endswith(".py") else "compiled with mypyc"
 

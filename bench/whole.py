@@ -27,6 +27,7 @@ from typing import Any
 from bench import large
 from bench.clients import HOST, BenchError
 from bench.one_router import IDLE_SETTLE_S, proc_status_mib
+from bench.routers import LINE, Spec, network
 
 MIB = 1024 * 1024
 SIZES_MIB = (1, 16, 64, 256, 1024)
@@ -151,8 +152,6 @@ def _measure(routers: dict[str, Any], how: Any, size: int) -> dict[str, Any]:
 
 
 def run(name: str, log_dir: Path, sizes_mib: tuple[int, ...] = SIZES_MIB) -> dict[str, Any]:
-    from bench.network import LINE, Spec, network
-
     qdrouterd = name.startswith("qdrouterd1-")
     specs = LINE if name.endswith("chain3") else (Spec("A"),)
     rows: dict[str, dict[str, Any]] = {}

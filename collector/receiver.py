@@ -17,9 +17,9 @@ Why it settles as it does:
 - Duplicates: a resend after a reconnect repeats record ids. The last ``dedup_ids`` ids are
   remembered and repeats dropped; beyond that the pipeline drops them by ``record_id``.
 - The router going away (closed connection, refused link, transport error) is retried with the
-  router's own backoff (router/connector.py: 0.1 s doubling to 10 s, ±20% jitter), reset once a
-  link stayed attached for 5 s. Buffered rows are kept across reconnects and written as usual;
-  deliveries of a connection that is gone are not settled (their sender resends them).
+  router's own backoff (router/transport/connector.py: 0.1 s doubling to 10 s, ±20% jitter), reset
+  once a link stayed attached for 5 s. Buffered rows are kept across reconnects and written as
+  usual; deliveries of a connection that is gone are not settled (their sender resends them).
 - Stopping: credit is drained first (the router answers once it has sent what the credit
   allowed), so no message is in flight when the last flush runs; then the flush, the
   settlements, and the connection closed cleanly so they reach the router before the exit.
@@ -41,7 +41,6 @@ from collector.buffer import Buffer, RecentIds
 from collector.partitions import split
 from collector.settings import Settings
 from collector.store import write_flush
-from router.connector import STABLE_SECONDS, backoff_delay
 from router.log import get_logger
 from router.telemetry.schema import (
     TELEMETRY_SUBJECT,
@@ -49,6 +48,7 @@ from router.telemetry.schema import (
     SchemaError,
     decode_batch,
 )
+from router.transport.connector import STABLE_SECONDS, backoff_delay
 
 log = get_logger("collector")
 

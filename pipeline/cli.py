@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -187,12 +187,8 @@ def _run(args: argparse.Namespace, say, started: float) -> int:  # type: ignore[
     if args.command == "recommend":
         if args.configmap and not args.namespace:
             raise PipelineError("--configmap needs --namespace: the ConfigMap's namespace")
-        from pipeline.recommend import run_recommend
-
         return run_recommend(args, _range(args), say)
     if args.command == "stream":
-        from pipeline.stream import run_stream
-
         return run_stream(args, say)
     raise AssertionError(args.command)
 
@@ -235,6 +231,63 @@ def run_analyze(
     print(matrix_table(matrix))
     for path in shown:
         print(f"{'report' if path.suffix == '.html' else 'plot'}: {path}")
+    return 0
+
+
+def run_recommend(args: argparse.Namespace, time_range: Any, say: Callable[[str], None]) -> int:
+    """recommend's body: the recommendation computed (recommend.py), written, printed and, with
+    --configmap, published (publish.py)."""
+    from pipeline.dataset import check_dataset
+    from pipeline.recommend import DEFAULT_TARGET, compute, write
+
+    check_dataset(args.dataset, time_range)
+    target = args.target or DEFAULT_TARGET
+    say("starting Spark")
+    spark = _session(args, "routernet-recommend")
+    if args.compact:
+        from pipeline.rollup import compact
+
+        say("compacting closed hours and days")
+        done = compact(spark, args.dataset)
+        print(f"rolled up {done['hours']} hours and {done['days']} days")
+    say("load history and path latencies")
+    rec = compute(spark, args.dataset, time_range, target)
+    write(rec, args.output, args.namespace)
+    for r in rec["routers"]:
+        print(
+            f"{r['name']}: {r['observedReplicas']} -> {r['replicas']} replicas"
+            f" (peak {r['peakMsgsPerSecond']:,.0f} msgs/s, hottest pod"
+            f" {r['peakPodMsgsPerSecond']:,.0f})"
+        )
+    print(f"{len(rec['connections'])} connection costs; wrote {args.output}")
+    if args.configmap:
+        from pipeline.publish import publish
+
+        publish(rec, args.configmap, args.namespace)
+        print(f"wrote ConfigMap {args.namespace}/{args.configmap}")
+    return 0
+
+
+def run_stream(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """stream's body: the streaming query (stream.py) started and waited on."""
+    from pipeline.recommend import DEFAULT_TARGET
+    from pipeline.stream import start
+
+    if not (args.dataset / "router").is_dir():
+        raise PipelineError(f"dataset {args.dataset} has no router/ records to stream")
+    say("starting Spark")
+    spark = _session(args, "routernet-stream")
+    query = start(
+        spark,
+        args.dataset,
+        args.output,
+        once=args.once,
+        interval=args.interval,
+        target=args.target or DEFAULT_TARGET,
+    )
+    say(f"streaming {args.dataset / 'router'} to {args.output}")
+    query.awaitTermination()
+    say("done")
     return 0
 
 

@@ -1,13 +1,13 @@
 """A recommendation published where predictive autoscaling reads it: the ConfigMap
 ``routernet-recommendation-<network>`` (key ``recommendation.json``,
-operator/router_operator/predict.py), written by `recommend --configmap NAME` through the
-Kubernetes API; on a schedule, the network's CronJob does it (operator/router_operator/
-render_recommend.py).
+operator/router_operator/autoscaling/predict.py), written by `recommend --configmap NAME` through
+the Kubernetes API; on a schedule, the network's CronJob does it
+(operator/router_operator/rendering/recommend.py).
 
 Server-side apply with its own field manager: the ConfigMap is made if it is not there and
 only what this writes is this writer's. Its annotations say when it was made and, in one line,
 what it found (``kubectl describe configmap`` shows both), so the CronJob's last run can be
-checked without reading the JSON. The API is the pod's service account's (router/kubeapi.py).
+checked without reading the JSON. The API is the pod's service account's (router/pod/kubeapi.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def config_map(rec: dict[str, Any], name: str, namespace: str) -> dict[str, Any]
 
 def publish(rec: dict[str, Any], name: str, namespace: str) -> None:
     """Applies the ConfigMap; PipelineError with the API server's one line when it refuses."""
-    from router import kubeapi
+    from router.pod import kubeapi
 
     path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
     try:

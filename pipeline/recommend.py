@@ -8,7 +8,7 @@ peak/replicas means clients are unevenly spread, which more replicas do not fix.
 
 Per hour of the day (UTC), the same sizing for the peak that hour saw on any day of the range
 (`hourly`): the daily profile with which `autoscaling.predictive` raises a Router's
-minReplicas ahead of a known peak (operator/router_operator/predict.py).
+minReplicas ahead of a known peak (operator/router_operator/autoscaling/predict.py).
 
 Costs: for each pair of interior routers that traffic crossed directly (ingress and egress
 both interior, so one hop in the mesh), the p50 transit latency over the range; the fastest
@@ -35,9 +35,7 @@ whoever owns it).
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,34 +225,3 @@ def write(rec: dict[str, Any], output: Path, namespace: str | None = None) -> li
     patch = output / "recommendation.yaml"
     patch.write_text(as_yaml(rec, namespace))
     return [as_json, patch]
-
-
-def run_recommend(args: argparse.Namespace, time_range: Any, say: Callable[[str], None]) -> int:
-    from pipeline.cli import _session
-
-    check_dataset(args.dataset, time_range)
-    target = args.target or DEFAULT_TARGET
-    say("starting Spark")
-    spark = _session(args, "routernet-recommend")
-    if args.compact:
-        from pipeline.rollup import compact
-
-        say("compacting closed hours and days")
-        done = compact(spark, args.dataset)
-        print(f"rolled up {done['hours']} hours and {done['days']} days")
-    say("load history and path latencies")
-    rec = compute(spark, args.dataset, time_range, target)
-    write(rec, args.output, args.namespace)
-    for r in rec["routers"]:
-        print(
-            f"{r['name']}: {r['observedReplicas']} -> {r['replicas']} replicas"
-            f" (peak {r['peakMsgsPerSecond']:,.0f} msgs/s, hottest pod"
-            f" {r['peakPodMsgsPerSecond']:,.0f})"
-        )
-    print(f"{len(rec['connections'])} connection costs; wrote {args.output}")
-    if args.configmap:
-        from pipeline.publish import publish
-
-        publish(rec, args.configmap, args.namespace)
-        print(f"wrote ConfigMap {args.namespace}/{args.configmap}")
-    return 0

@@ -11,15 +11,12 @@ what is there and stops (trigger availableNow); otherwise a trigger every `--int
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline import PipelineError
 from pipeline.dataset import TimeRange, spark_schema
-from pipeline.recommend import DEFAULT_TARGET, recommendation, sized
+from pipeline.recommend import recommendation, sized
 
 WATERMARK = "2 minutes"
 
@@ -113,24 +110,3 @@ def start(
     )
     trigger = {"availableNow": True} if once else {"processingTime": f"{interval:g} seconds"}
     return writer.trigger(**trigger).start()
-
-
-def run_stream(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    from pipeline.cli import _session
-
-    if not (args.dataset / "router").is_dir():
-        raise PipelineError(f"dataset {args.dataset} has no router/ records to stream")
-    say("starting Spark")
-    spark = _session(args, "routernet-stream")
-    query = start(
-        spark,
-        args.dataset,
-        args.output,
-        once=args.once,
-        interval=args.interval,
-        target=args.target or DEFAULT_TARGET,
-    )
-    say(f"streaming {args.dataset / 'router'} to {args.output}")
-    query.awaitTermination()
-    say("done")
-    return 0

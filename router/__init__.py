@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 def _content(source: Path) -> bytes:
     """What a compiled module was built from: its source, and its C source when it has one
-    (router/pnfast.c, whose Python twin is its reference)."""
+    (router/datapath/pnfast.c, whose Python twin is its reference)."""
     c_source = source.with_suffix(".c")
     return source.read_bytes() + (c_source.read_bytes() if c_source.exists() else b"")
 

@@ -450,8 +450,8 @@ _SCALARS = {"string", "integer", "number", "boolean"}
 # Refused by apiextensions.k8s.io/v1, or by structural schemas.
 _UNSUPPORTED = ("$ref", "$schema", "id", "definitions", "dependencies", "patternProperties")
 _UNSUPPORTED += ("additionalItems",)
-# Allowed by the API server as pure value validations, but never emitted here (crds.py inlines
-# $defs and turns const into enum), so their presence means the generator went wrong.
+# Allowed by the API server as pure value validations, but never emitted here (resources/crds.py
+# inlines $defs and turns const into enum), so their presence means the generator went wrong.
 _NOT_EMITTED = ("$defs", "allOf", "oneOf", "not", "title", "const")
 # With the status subresource only these may sit at the root of the schema.
 _ROOT_KEYS = {

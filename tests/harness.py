@@ -16,7 +16,7 @@ from typing import Any
 import processes
 import pytest
 
-from router.config import ConfigError, validate_config
+from router.config.models import ConfigError, validate_config
 
 # Bounds on waits for a condition, not durations: a router on an idle machine listens within a
 # second, but on a loaded one (a CI runner with a CPU hog beside the suite) importing Proton and

@@ -96,7 +96,7 @@ def test_convergence_means_shortest_path_costs() -> None:
     A reaches C through D (cost 4) before it learns the way through B (cost 2)."""
     done = _python(
         "-c",
-        "import json; from bench.network import SQUARE, shortest_costs; "
+        "import json; from bench.network import SQUARE; from bench.routers import shortest_costs; "
         "print(json.dumps(shortest_costs(SQUARE)))",
     )
     assert done.returncode == 0, done.stderr
@@ -158,12 +158,12 @@ def test_qdrouterd_runs_first_and_is_configured_as_our_routers(tmp_path: Path) -
     their latency loads), and its chain routers are configured as ours: interior, one worker
     thread, anonymous client and inter-router listeners, a connector per peer at its cost."""
     code = (
-        "import json; from bench import network, one_router; "
-        "line = network.LINE; ports = {s.id: (1000 + i, 2000 + i) for i, s in enumerate(line)}; "
+        "import json; from bench import network, one_router, routers; "
+        "line = routers.LINE; ports = {s.id: (1000 + i, 2000 + i) for i, s in enumerate(line)}; "
         "print(json.dumps({"
         "'one': [s.name for s in one_router.scenarios('router')], "
         "'network': list(network.SCENARIOS), "
-        "'B': network.qdrouterd_config(line[1], 1001, 2001, ports)}))"
+        "'B': routers.qdrouterd_config(line[1], 1001, 2001, ports)}))"
     )
     done = _python("-c", code, env={**os.environ, "QDROUTERD": str(tmp_path / "qdrouterd")})
     assert done.returncode == 0, done.stderr
@@ -282,7 +282,7 @@ def test_a_bench_run_cut_short_leaves_no_process_behind(tmp_path: Path) -> None:
     bench.send_signal(signal.SIGTERM)
     _, err = bench.communicate(timeout=BENCH_TIMEOUT)
     assert bench.returncode == 128 + signal.SIGTERM, err
-    # A router's warm config child (router/configchild.py) ends when its router's pipe closes,
+    # A router's warm config child (router/config/child.py) ends when its router's pipe closes,
     # a moment after the router: what is left must go by itself, soon.
     deadline = time.monotonic() + 10
     while (left := _group_commands(bench.pid)) and time.monotonic() < deadline:

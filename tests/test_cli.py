@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from router.cli import main
-from router.config import RouterConfig
+from router.config.models import RouterConfig
 from router.log import get_logger
 
 ROUTER_DEFAULTS = {
@@ -60,7 +60,7 @@ def config_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[RouterConfig]:
-    """Stands in for router.engine, recording what serve() was given."""
+    """Stands in for router.core.engine, recording what serve() was given."""
     calls: list[RouterConfig] = []
 
     def serve(config: RouterConfig, config_sources: object = ()) -> int:
@@ -68,9 +68,9 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[RouterConfig]:
         get_logger("router.engine").info("engine.stub", note="fake engine", ok=True)
         return 7
 
-    engine = types.ModuleType("router.engine")
+    engine = types.ModuleType("router.core.engine")
     engine.serve = serve  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "router.engine", engine)
+    monkeypatch.setitem(sys.modules, "router.core.engine", engine)
     return calls
 
 

@@ -8,7 +8,7 @@ import pytest
 from harness import config_error
 from pydantic import ValidationError
 
-from router.config import (
+from router.config.models import (
     FILES_CONTEXT_KEY,
     Address,
     ConfigError,

@@ -1,5 +1,5 @@
 """The router process runs on plain records generated from the config models, validated by a
-child (router/configviews.py says why): the records must be current, say what the models say,
+child (router/config/views.py says why): the records must be current, say what the models say,
 and the router process must not load what they exist to keep out."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from router import configgen, configrecords
-from router.config import RouterConfig, validate_config
-from router.configchild import ChildValidator
-from router.configviews import ConfigError
+from router.config import generate as configgen
+from router.config import records as configrecords
+from router.config.child import ChildValidator
+from router.config.models import RouterConfig, validate_config
+from router.config.views import ConfigError
 from router.nodes.config import NodeSettings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,8 +56,8 @@ def full_model() -> RouterConfig:
 
 
 def test_records_are_generated_from_the_current_models() -> None:
-    assert (REPO / "router" / "configrecords.py").read_text() == configgen.render(), (
-        "router/configrecords.py is stale: run `make config-records`"
+    assert (REPO / "router" / "config" / "records.py").read_text() == configgen.render(), (
+        "router/config/records.py is stale: run `make config-records`"
     )
 
 
@@ -148,7 +149,7 @@ def test_a_warm_child_gone_is_replaced_by_a_cold_one_for_the_request() -> None:
 
 
 def test_a_warm_child_leaves_when_idle_or_when_the_router_goes() -> None:
-    argv = [sys.executable, "-m", "router.configcheck", "--serve"]
+    argv = [sys.executable, "-m", "router.config.check", "--serve"]
     with subprocess.Popen([*argv, "0.2"], stdin=subprocess.PIPE) as idle:
         try:
             assert idle.stdin is not None
@@ -166,10 +167,10 @@ def test_the_router_process_loads_no_pydantic_yaml_or_metrics_library() -> None:
     and the HTTP and e-mail modules it imports a sixth (loaded only with telemetry.http), and
     hashlib's OpenSSL digests a tenth."""
     probe = (
-        "import sys, router.cli, router.engine, router.reconfigure, router.configsync;"
+        "import sys, router.cli, router.core.engine, router.config.live, router.config.sync;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('pydantic', 'pydantic_core', 'yaml', 'prometheus_client', 'hashlib', '_hashlib',"
-        " 'secrets', 'email') or m in ('router.config', 'router.configcheck')))"
+        " 'secrets', 'email') or m in ('router.config.models', 'router.config.check')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60

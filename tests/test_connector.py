@@ -25,15 +25,9 @@ import pytest
 from clients import Management, World
 from harness import RouterProcess, free_port
 
-from router.config import validate_config
-from router.configviews import read_secret
-from router.connector import (
-    FAILED,
-    INITIAL_DELAY,
-    MAX_DELAY,
-    SUCCESS,
-    backoff_delay,
-)
+from router.config.models import validate_config
+from router.config.views import read_secret
+from router.transport.connector import FAILED, INITIAL_DELAY, MAX_DELAY, SUCCESS, backoff_delay
 
 # ----- the schedule ---------------------------------------------------------------------------
 
@@ -302,7 +296,7 @@ class LateName:
 
 @pytest.fixture
 def in_process_router() -> Iterator[Callable[[dict[str, Any]], Any]]:
-    from router.engine import Router
+    from router.core.engine import Router
 
     made: list[Router] = []
 

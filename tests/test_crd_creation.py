@@ -30,7 +30,7 @@ from crd_semantics import (
     structural_problems,
     unbounded_reads,
 )
-from router_operator.models import KINDS, Address, LinkRoute, Router
+from router_operator.resources.models import KINDS, Address, LinkRoute, Router
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted((ROOT / "crds").glob("*.routernet.io.yaml"))

@@ -20,7 +20,7 @@ import pytest
 from clients import ACCEPTED, REJECTED, Client, World, settle
 from harness import RouterProcess
 from proton import Message
-from router_operator import local
+from router_operator.local import backend as local
 from test_edge import started
 from test_nodes import consumer, send
 from test_nodes_network import depth, rows, stored_pair, wait_for_router

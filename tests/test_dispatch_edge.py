@@ -1,4 +1,4 @@
-"""A qdrouterd edge router on our interior (router/dispatch_edges.py).
+"""A qdrouterd edge router on our interior (router/edges/dispatch.py).
 
 The edge here is a python-qpid-proton peer that attaches, on the interior's edge listener, the
 links a real qdrouterd 1.19 edge attaches (tests/data/qdrouterd-1.19/edge.json has them, and
@@ -22,14 +22,7 @@ from harness import RouterProcess, free_port
 from proton import Message, symbol, uint
 from proton.reactor import LinkOption
 
-from router.dispatch_edges import (
-    DOWNLINK,
-    HEARTBEAT,
-    LOOKUP,
-    TRACKING,
-    BadLookup,
-    lookup_request,
-)
+from router.edges.dispatch import DOWNLINK, HEARTBEAT, LOOKUP, TRACKING, BadLookup, lookup_request
 
 pytestmark = pytest.mark.network
 

@@ -31,10 +31,10 @@ from harness import NETWORK_TIMERS, RouterNetwork, RouterProcess, free_port
 from proton import Data, Delivery, Message, symbol
 from proton.reactor import LinkOption
 
-from router.config import validate_config
-from router.engine import Router
-from router.pn import lib, text
-from router.sections import scan
+from router.config.models import validate_config
+from router.core.engine import Router
+from router.datapath.sections import scan
+from router.transport.pn import lib, text
 
 pytestmark = pytest.mark.network
 

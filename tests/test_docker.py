@@ -132,7 +132,7 @@ def dockerignore() -> list[str]:
 def test_the_ignore_check_reads_patterns_as_docker_does() -> None:
     patterns = ["*", "!router/", "**/__pycache__", "build"]
     assert ignored("setup.py", patterns)
-    assert not ignored("router/engine.py", patterns)
+    assert not ignored("router/core/engine.py", patterns)
     assert ignored("router/network/__pycache__/x.pyc", patterns)
     assert ignored("build/lib/x.py", patterns)
     assert not ignored("router/build.py", ["build"])
@@ -234,7 +234,7 @@ def test_the_router_image_runs_routers_and_clients_without_the_optional_groups(
         "POD_NAMESPACE": "ns",
     }
     router.env.pop("KUBERNETES_SERVICE_HOST", None)
-    cli = [sys.executable, "-m", "router_operator.local_cli"]
+    cli = [sys.executable, "-m", "router_operator.cli.main"]
     with api, router:
         applied = router.wait_log(r".*event=config\.applied source=configmap .*")
         assert "jobs closest" in applied
@@ -267,10 +267,10 @@ def test_the_router_image_runs_routers_and_clients_without_the_optional_groups(
 @pytest.mark.parametrize(
     ("command", "group"),
     [
-        (["router_operator.cli"], "operator"),
+        (["router_operator.kubernetes.cli"], "operator"),
         (["collector", "--url", "amqp://127.0.0.1:1", "--dataset", "{tmp}/data"], "collector"),
         (["pipeline", "analyze", "{tmp}/data"], "pipeline"),
-        (["router_operator.local_cli", "analyze", "--state-dir", "{tmp}/state"], "pipeline"),
+        (["router_operator.cli.main", "analyze", "--state-dir", "{tmp}/state"], "pipeline"),
     ],
     ids=["routernet-operator", "routernet-collector", "python -m pipeline", "routernet analyze"],
 )

@@ -33,7 +33,7 @@ import pytest
 from clients import Management, Receiver, Sender, World
 from harness import RouterProcess
 from proton import Message
-from router_operator import local
+from router_operator.local import backend as local
 from test_edge import interior, started
 
 pytestmark = pytest.mark.network
@@ -343,7 +343,7 @@ def test_edge_switching_uplinks_within_milliseconds_settles_on_one(
             down = Receiver(world.connect(e.url), "flap.down")
             up = Receiver(world.connect(other.url), "flap.up")
             world.run_until(lambda: down.attached and up.attached)
-            # Credit at the edge means the interior has a route (router/edgetracking.py).
+            # Credit at the edge means the interior has a route (router/edges/tracking.py).
             to_edge = Sender(world.connect(other.url), "flap.down")
             from_edge = Sender(world.connect(e.url), "flap.up")
             world.run_until(

@@ -1,4 +1,4 @@
-"""The edge's side of address tracking (router/edgetracking.py) without sockets: when its
+"""The edge's side of address tracking (router/edges/tracking.py) without sockets: when its
 senders may get credit, what the interior's updates change, and the fallback when the interior
 refuses the protocol (tests/test_edge.py runs it between real routers)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from proton import Message
 
-from router.edgetracking import Tracking
+from router.edges.tracking import Tracking
 
 
 class FakeForwarder:

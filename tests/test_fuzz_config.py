@@ -1,6 +1,6 @@
 """Fuzzing the configuration a router takes while running (its file, its ConfigMap pushed
 through the API): whatever the text, it is refused with a one-line ConfigError or accepted;
-nothing else escapes to the event loop (router/reconfigure.py catches ConfigError only)."""
+nothing else escapes to the event loop (router/config/live.py catches ConfigError only)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.config import ConfigError, parse_config_text, validate_config
+from router.config.models import ConfigError, parse_config_text, validate_config
 
 VALID: dict[str, Any] = {
     "router": {"id": "R1", "mode": "interior"},

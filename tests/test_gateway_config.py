@@ -1,5 +1,5 @@
 """The ``gateway`` section of the router's configuration (router/gateway/config.py) and the
-gateway role of listeners and connectors (router/config.py)."""
+gateway role of listeners and connectors (router/config/models.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from harness import config_error
 from pydantic import ValidationError
 
-from router.config import FILES_CONTEXT_KEY, RouterConfig, load_config, validate_config
+from router.config.models import FILES_CONTEXT_KEY, RouterConfig, load_config, validate_config
 from router.gateway.config import ContainerRoute, Gateway, GatewayRule, Match
 
 

@@ -19,11 +19,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from router_operator.environment import recommend_from_env
-from router_operator.models import DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
-from router_operator.planner import RouterDecl, plan_namespace
-from router_operator.render import render_router
-from router_operator.render_recommend import RecommendSettings, render_recommend
+from router_operator.kubernetes.environment import recommend_from_env
+from router_operator.planning.planner import RouterDecl, plan_namespace
+from router_operator.rendering.recommend import RecommendSettings, render_recommend
+from router_operator.rendering.router import render_router
+from router_operator.resources.models import DEFAULT_COLLECTOR_IMAGE, DEFAULT_ROUTER_IMAGE
 
 import router
 
@@ -351,7 +351,7 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
     for autoscaler in ("autoscaling/horizontalpodautoscalers", "keda.sh/scaledobjects"):
         assert granted[autoscaler] == {"get", "create", "patch", "delete"}, autoscaler
     # Watched for the routers' reports; patch only to grant it to each Router's own pods;
-    # delete for the pods a rollout waits for in vain (rollout.py).
+    # delete for the pods a rollout waits for in vain (kubernetes/rollout.py).
     assert granted["pods"] == {"get", "list", "watch", "patch", "delete"}
     assert granted["events"] == {"create"}
     # No secrets: TLS and SASL secrets are mounted into router pods by name, never read.
@@ -438,7 +438,7 @@ def test_servicemonitor_structure() -> None:
 
 
 def test_podmonitor_selects_the_router_pods_the_operator_renders() -> None:
-    from router_operator.render import selector_labels
+    from router_operator.planning.names import selector_labels
 
     (monitor,) = by_kind(render("podmonitor"), "PodMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"

@@ -31,7 +31,7 @@ import pytest
 import yaml
 from crd_semantics import apply_defaults
 from kubernetes.client.exceptions import ApiException
-from router_operator.models import GROUP, KINDS, VERSION
+from router_operator.resources.models import GROUP, KINDS, VERSION
 from test_operator_crds import INVALID, VALID, schema
 
 ROOT = Path(__file__).resolve().parents[1]

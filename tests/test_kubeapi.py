@@ -1,4 +1,4 @@
-"""router/kubeapi.py, a router pod's Kubernetes API client, against a small HTTPS server on
+"""router/pod/kubeapi.py, a router pod's Kubernetes API client, against a small HTTPS server on
 loopback that answers as the API server does (TLS with its own CA, bearer tokens, JSON Status
 errors, a watch as a stream of JSON lines), and against kubeconfig files."""
 
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from test_tls import Pki, build_pki
 
-from router import kubeapi
-from router.configsync import api_functions
-from router.podstatus import MERGE_PATCH, api_patch_function
+from router.config.sync import api_functions
+from router.pod import kubeapi
+from router.pod.status import MERGE_PATCH, api_patch_function
 
 
 class FakeApiServer:

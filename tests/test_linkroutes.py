@@ -1,4 +1,5 @@
-"""Link-route matching, keys and prefix rewriting (router/linkroutes.py), as Dispatch does them."""
+"""Link-route matching, keys and prefix rewriting (router/linkroutes/table.py), as Dispatch does
+them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from router.config import validate_config
-from router.linkroutes import LinkRouteRule, LinkRouteTable, link_route_table
+from router.config.models import validate_config
+from router.linkroutes.table import LinkRouteRule, LinkRouteTable, link_route_table
 
 
 def rule(direction: str = "in", **fields: Any) -> LinkRouteRule:
@@ -331,7 +332,7 @@ def test_a_route_learned_from_its_key_matches_as_the_advertised_one(
 ) -> None:
     """A router routes what another advertises without configuring it (as Dispatch's routers
     learn link-route patterns from address updates): the key must give back the same route."""
-    from router.linkrouting import _learned
+    from router.linkroutes.relay import _learned
 
     advertised = rule(**fields)
     learned = _learned(advertised.key)

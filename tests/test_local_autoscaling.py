@@ -39,7 +39,7 @@ SEND_SECONDS = 34
 
 
 def routernet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "router_operator.local_cli", *args]
+    return [sys.executable, "-m", "router_operator.cli.main", *args]
 
 
 def replicas(state: Path) -> tuple[int | None, int]:

@@ -22,12 +22,13 @@ from typing import Any
 import pytest
 from clients import ACCEPTED, World
 from proton import Message
-from router_operator import local, local_cli
+from router_operator.cli import main as local_cli
+from router_operator.local import backend as local
 
 pytestmark = pytest.mark.network
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CLI = [sys.executable, "-m", "router_operator.local_cli"]
+CLI = [sys.executable, "-m", "router_operator.cli.main"]
 INTERIORS = ["core-0", "core-1", "core-2"]
 EDGES = ["edge-0", "edge-1"]
 # A bound on waits for a condition (converged, applied, delivered): seconds on an idle machine,

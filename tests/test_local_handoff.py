@@ -1,4 +1,4 @@
-"""`routernet up` scaling in a Router with a store (operator/router_operator/local_handoff.py):
+"""`routernet up` scaling in a Router with a store (operator/router_operator/local/handoff.py):
 the leaving router hands its queues to the one that stays before it is stopped. The waiting,
 pure; then real routers on 127.0.0.x: durable messages on the queues of hub-1, hub scaled from
 2 to 1 with `up`, every message consumed from hub-0, none lost, none twice, hub-1 stopped."""
@@ -15,15 +15,18 @@ from pathlib import Path
 import pytest
 from proton import Message, Timeout
 from proton.utils import BlockingConnection
-from router_operator import local, local_cli, local_handoff, local_scaler
-from router_operator.local_files import plan_files
+from router_operator.cli import main as local_cli
+from router_operator.local import backend as local
+from router_operator.local import handoff as local_handoff
+from router_operator.local import scaler as local_scaler
+from router_operator.local.files import plan_files
 from test_local_backend import eventually, running_command, state
 
 from router.nodes.placement import owner
 
 __all__ = ["state"]  # the fixture: its routers are stopped whatever happens
 
-CLI = [sys.executable, "-m", "router_operator.local_cli"]
+CLI = [sys.executable, "-m", "router_operator.cli.main"]
 
 ROUTER = """\
 apiVersion: routernet.io/v1alpha1

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from router_operator import local
-from router_operator.local_files import InvalidInput, Planned, plan_files
+from router_operator.local import backend as local
+from router_operator.local.files import InvalidInput, Planned, plan_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 STATE = Path("/state")

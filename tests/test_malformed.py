@@ -303,7 +303,7 @@ def test_frame_within_max_frame_size_is_accepted(
     answer, closed = exchange(router, data, bystander.pump, listener=1)
     assert closed  # after our close
     # The router's session may follow its begin with a flow (its session window: streaming of
-    # large messages bounds it, router/streaming.py).
+    # large messages bounds it, router/datapath/streaming.py).
     performatives = [p for p in decode_frames(answer) if p.descriptor != FLOW]
     assert [p.descriptor for p in performatives] == [OPEN, BEGIN, CLOSE]
     assert performatives[0].value[2] == SMALL_MAX_FRAME  # the router's max-frame-size

@@ -19,7 +19,8 @@ import proton
 import pytest
 from clients import QDSTAT_G
 
-from router.management import (
+from router.datapath.stats import RouterStats
+from router.management.agent import (
     ADDRESS,
     CONNECTION,
     CONTAINER,
@@ -33,7 +34,6 @@ from router.management import (
     ROUTER,
     Agent,
 )
-from router.stats import RouterStats
 
 REPLY_TO = "amqp:/_topo/0/R1/temp.Xyz"
 QDSTAT_L = [

@@ -3,7 +3,7 @@
 Requests are written byte by byte (tests/amqp_raw.py), so they hold what proton's own encoder
 never writes: every AMQP type in every application property, ids of every type, odd and huge
 bodies, lists longer than proton's codec holds, invalid UTF-8, truncated and mutated bytes. Each
-takes the engine's path (router/engine.py `on_management`): the bytes are decoded by proton
+takes the engine's path (router/core/engine.py `on_management`): the bytes are decoded by proton
 (a message that does not decode is rejected there and never reaches the agent), `Agent.handle`
 answers, the answer is encoded and its sections scanned as the forwarder does. Whatever the
 request, the answer is a proper status (never a 500, which would be an exception escaping the
@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from test_management import QDSTAT_L, make_agent, node_request, query, wire_id
 
-from router.management import LINK, MAX_DESCRIPTION, ROUTER
-from router.sections import scan
+from router.datapath.sections import scan
+from router.management.agent import LINK, MAX_DESCRIPTION, ROUTER
 
 REPLY_TO = "amqp:/_topo/0/R1/temp.fuzz"
 STATUSES = {200, 400, 404, 501}

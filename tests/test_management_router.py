@@ -21,7 +21,7 @@ from clients import ACCEPTED, MANAGEMENT_TYPE, Management, World
 from harness import RouterProcess
 from proton import Message
 
-from router.management import MAX_DESCRIPTION
+from router.management.agent import MAX_DESCRIPTION
 
 pytestmark = pytest.mark.network
 

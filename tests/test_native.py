@@ -18,13 +18,14 @@ from proton import Message
 
 REPO = Path(__file__).resolve().parent.parent
 COMPILED = (
-    "connection",
-    "engine",
-    "forwarder",
-    "links",
-    "pnfast",
-    "scanfast",
-    "sections",
+    "core.engine",
+    "datapath.forwarder",
+    "datapath.interest",
+    "datapath.links",
+    "datapath.pnfast",
+    "datapath.scanfast",
+    "datapath.sections",
+    "transport.connection",
     "telemetry.flows",
     "telemetry.sampling",
 )
@@ -82,23 +83,27 @@ def import_compiled(checkout: Path, module: str) -> subprocess.CompletedProcess[
 def test_compiled_modules_of_other_source_are_refused_in_a_checkout(tmp_path: Path) -> None:
     checkout = built_checkout(tmp_path)
     assert module_files({"ROUTERNET_PURE": ""}, checkout)  # as built: imports
-    engine = checkout / "router" / "engine.py"
+    engine = checkout / "router" / "core" / "engine.py"
     engine.write_text(engine.read_text() + "\n# changed\n")
-    done = import_compiled(checkout, "router.engine")
+    done = import_compiled(checkout, "router.core.engine")
     assert done.returncode != 0
-    assert "engine.py changed since compiled: run `make native`" in done.stderr
+    assert "core/engine.py changed since compiled: run `make native`" in done.stderr
     # ... and the source itself still runs on request.
-    assert Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[1]) == engine
+    assert (
+        Path(module_files({"ROUTERNET_PURE": "1"}, checkout)[COMPILED.index("core.engine")])
+        == engine
+    )
 
 
 def test_a_changed_c_source_is_refused_too(tmp_path: Path) -> None:
-    """router/pnfast.c is built beside its Python twin: a change to the C alone is stale too."""
+    """router/datapath/pnfast.c is built beside its Python twin: a change to the C alone is stale
+    too."""
     checkout = built_checkout(tmp_path)
-    c_source = checkout / "router" / "pnfast.c"
+    c_source = checkout / "router" / "datapath" / "pnfast.c"
     c_source.write_text(c_source.read_text() + "\n/* changed */\n")
-    done = import_compiled(checkout, "router.pnfast")
+    done = import_compiled(checkout, "router.datapath.pnfast")
     assert done.returncode != 0
-    assert "pnfast.py or pnfast.c changed since compiled: run `make native`" in done.stderr
+    assert "datapath/pnfast.py or pnfast.c changed since compiled: run `make native`" in done.stderr
 
 
 def runs_compiled(router: RouterProcess) -> bool:

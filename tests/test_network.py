@@ -17,7 +17,7 @@ from clients import ACCEPTED, RELEASED, Management, Receiver, Sender, World, set
 from harness import RouterNetwork
 from proton import Delivery, Message
 
-from router.connector import MAX_DELAY
+from router.transport.connector import MAX_DELAY
 
 pytestmark = pytest.mark.network
 

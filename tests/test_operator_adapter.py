@@ -8,19 +8,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from router_operator import adapter
-from router_operator.adapter import Application
-from router_operator.environment import OperatorConfig
-from router_operator.gateway import (
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.reconciler import Snapshot, reconcile_namespace
+from router_operator.planning import adapter
+from router_operator.planning.adapter import Application
+from router_operator.planning.planner import LinkRouteConnectionDecl, LinkRouteDecl, Problem
+from router_operator.rendering.router import LINK_ROUTES_KEY
+from router_operator.resources.gateway import (
     ConnectorTlsDecl,
     GatewayConnectorDecl,
     GatewayListenerDecl,
     ListenerTlsDecl,
 )
-from router_operator.models import API_VERSION, PAUSE_ANNOTATION, READY, RECONCILIATION_PAUSED
-from router_operator.planner import LinkRouteConnectionDecl, LinkRouteDecl, Problem
-from router_operator.reconciler import Snapshot, reconcile_namespace
-from router_operator.render import LINK_ROUTES_KEY
+from router_operator.resources.models import (
+    API_VERSION,
+    PAUSE_ANNOTATION,
+    READY,
+    RECONCILIATION_PAUSED,
+)
 
 NS = "msg"
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -221,7 +226,7 @@ def test_link_routes_are_applied_and_conflicts_reported() -> None:
     leaf = api.objects["StatefulSet", "leaf"]["spec"]["template"]["spec"]["volumes"]
     assert [v["name"] for v in leaf] == ["config"]
     # Nobody paused: no ConfigMap was read back (only the autoscalers no mode wants were
-    # looked for, once: render_autoscaler.py).
+    # looked for, once: rendering/autoscaler.py).
     assert not [g for g in api.gets if not g.startswith(("HorizontalPodAutoscaler/", "Scaled"))]
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from router_operator.environment import OperatorConfig, collector_from_env
-from router_operator.planner import ListenerDecl, RouterDecl, plan_namespace
-from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
-from router_operator.render_collector import (
+from router_operator.kubernetes.environment import OperatorConfig, collector_from_env
+from router_operator.kubernetes.reconciler import Memory, Snapshot, reconcile_namespace
+from router_operator.planning.planner import ListenerDecl, RouterDecl, plan_namespace
+from router_operator.rendering.collector import (
     DATASET_DIR,
     CollectorSettings,
     claim_name,
@@ -169,7 +169,7 @@ def test_the_reconciler_applies_it_once_per_network_and_not_again_unchanged() ->
 
 
 def test_a_failed_apply_is_a_transient_failure_routers_still_applied() -> None:
-    from router_operator.api import ApiError
+    from router_operator.kubernetes.api import ApiError
 
     fail: dict[str, Any] = {
         "Deployment/routernet-collector-default": ApiError(503, "ServiceUnavailable", "later")

@@ -25,9 +25,9 @@ from crd_semantics import (
 )
 from packaging.version import Version
 from pydantic import BaseModel, ValidationError
-from router_operator import crds as crds_module
-from router_operator.crds import SchemaError, check, crds, main, render, structural, write
-from router_operator.models import (
+from router_operator.resources import crds as crds_module
+from router_operator.resources.crds import SchemaError, check, crds, main, render, structural, write
+from router_operator.resources.models import (
     KINDS,
     Address,
     AddressSpec,
@@ -94,7 +94,9 @@ def test_check_reports_stale_missing_and_leftover_files(
 def test_rendering_is_stable() -> None:
     for name, document in CRDS.items():
         assert render(document) == render(crds()[name])
-        assert render(document).startswith("# Generated from operator/router_operator/models.py")
+        assert render(document).startswith(
+            "# Generated from operator/router_operator/resources/models.py"
+        )
 
 
 # --- Kubernetes' view of the CRDs --------------------------------------------------------------
@@ -926,7 +928,7 @@ def test_models_default_like_the_crd_with_nothing_set() -> None:
 def test_module_runs_as_a_script() -> None:
     assert crds_module.DEFAULT_OUT == ROOT / "crds"
     done = subprocess.run(
-        [sys.executable, "-m", "router_operator.crds", "--check"],
+        [sys.executable, "-m", "router_operator.resources.crds", "--check"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -32,14 +32,18 @@ import kmock
 import kopf
 import pytest
 from harness import write_kubeconfig
-from router_operator import adapter, handlers
-from router_operator.api import ApiError, resource_path
-from router_operator.autoscaling import AutoscalingStatus
-from router_operator.cli import main as cli_main
-from router_operator.cli import parse_args
-from router_operator.environment import OperatorConfig
-from router_operator.kube import KubeClient
-from router_operator.models import (
+from router_operator.kubernetes import handlers
+from router_operator.kubernetes.api import ApiError, resource_path
+from router_operator.kubernetes.cli import main as cli_main
+from router_operator.kubernetes.cli import parse_args
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.kube import KubeClient
+from router_operator.kubernetes.reconciler import Memory, Reconciler, Snapshot, reconcile_namespace
+from router_operator.planning import adapter
+from router_operator.planning.names import selector
+from router_operator.rendering.router import DIGEST_ANNOTATION
+from router_operator.resources.autoscaling import AutoscalingStatus
+from router_operator.resources.models import (
     API_VERSION,
     CATEGORY,
     GROUP,
@@ -49,8 +53,6 @@ from router_operator.models import (
     RECONCILIATION_PAUSED,
     RouterStatus,
 )
-from router_operator.reconciler import Memory, Reconciler, Snapshot, reconcile_namespace
-from router_operator.render import DIGEST_ANNOTATION, selector
 
 NS = "msg"
 IMAGE = "registry.example/routernet/router:test"
@@ -427,7 +429,7 @@ async def test_scale_up_through_the_scale_subresource_meshes_the_new_pods(cluste
             return configs
 
         configs = await eventually(scaled)
-        # Each pod may write its own Pod's report (router/podstatus.py), the new ones included.
+        # Each pod may write its own Pod's report (router/pod/status.py), the new ones included.
         role = get(cluster, "rbac.authorization.k8s.io/v1/roles", "hub-config-reader")
         [pods] = [r["resourceNames"] for r in role["rules"] if r["resources"] == ["pods"]]
         assert pods == ["hub-0", "hub-1", "hub-2"]

@@ -1,7 +1,8 @@
-"""Scaling in a Router with a store without losing messages (operator/router_operator/handoff.py):
-the hosts shrink at once, the StatefulSet only once every leaving pod reports its store empty
-(router/podstatus.py's ``routernet.io/store``). Pure, through the reconciler against a fake
-API, and the kopf handlers against the kmock emulator watching the pods' reports."""
+"""Scaling in a Router with a store without losing messages
+(operator/router_operator/planning/handoff.py): the hosts shrink at once, the StatefulSet only
+once every leaving pod reports its store empty (router/pod/status.py's ``routernet.io/store``).
+Pure, through the reconciler against a fake API, and the kopf handlers against the kmock emulator
+watching the pods' reports."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from router_operator import adapter
-from router_operator.environment import OperatorConfig
-from router_operator.handoff import IDLE, MOVING, STORE_HAND_OFF, HandOff, hand_off
-from router_operator.mesh import PodReport, pod_report
-from router_operator.nodes import NodeDecl, StoreDecl
-from router_operator.planner import AddressDecl, RouterDecl, plan_namespace
-from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
-from router_operator.render import selector_labels
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.reconciler import Memory, Snapshot, reconcile_namespace
+from router_operator.planning import adapter
+from router_operator.planning.handoff import IDLE, MOVING, STORE_HAND_OFF, HandOff, hand_off
+from router_operator.planning.mesh import PodReport, pod_report
+from router_operator.planning.names import selector_labels
+from router_operator.planning.planner import AddressDecl, RouterDecl, plan_namespace
+from router_operator.resources.nodes import NodeDecl, StoreDecl
 from test_operator_handlers import (
     NS,
     ROUTERS,
@@ -37,7 +38,7 @@ from test_operator_handlers import (
 )
 
 from router.nodes.config import NodeSettings
-from router.podstatus import ANNOTATION, STORE_ANNOTATION
+from router.pod.report import ANNOTATION, STORE_ANNOTATION
 
 __all__ = ["cluster"]  # the fixture, imported for the kmock tests below
 

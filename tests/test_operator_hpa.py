@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from router_operator.autoscaling import AutoscalingSpec
-from router_operator.hpa import Autoscaler, Measurement
+from router_operator.autoscaling.hpa import Autoscaler, Measurement
+from router_operator.resources.autoscaling import AutoscalingSpec
 
 
 def spec(**fields: Any) -> AutoscalingSpec:

@@ -4,8 +4,8 @@ connections without the mesh's own, restarts and silent routers."""
 from __future__ import annotations
 
 import pytest
-from router_operator.hpa import Measurement
-from router_operator.load import BadMetrics, LoadTracker, Reading, parse
+from router_operator.autoscaling.hpa import Measurement
+from router_operator.autoscaling.load import BadMetrics, LoadTracker, Reading, parse
 
 
 def metrics(deliveries_in: float, clients: int = 3, mesh: int = 2, unsettled: int = 7) -> str:

@@ -1,16 +1,21 @@
 """meshConnected: the operator's verdict on a network from what its router pods report on their
-Pods (operator/router_operator/mesh.py), in a Router's status (adapter, reconciler), and kept
-current by the operator watching the pods (handlers, against the kmock emulator)."""
+Pods (operator/router_operator/planning/mesh.py), in a Router's status (adapter, reconciler), and
+kept current by the operator watching the pods (handlers, against the kmock emulator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from router_operator import adapter
-from router_operator.environment import OperatorConfig
-from router_operator.handlers import MANAGED_BY_SELECTOR
-from router_operator.mesh import (
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.handlers import MANAGED_BY_SELECTOR
+from router_operator.kubernetes.reconciler import (
+    Snapshot,
+    reconcile_namespace,
+    refresh_router_statuses,
+)
+from router_operator.planning import adapter
+from router_operator.planning.mesh import (
     CONNECTED,
     NO_INTERIORS,
     NO_UPLINK,
@@ -21,10 +26,9 @@ from router_operator.mesh import (
     mesh_verdicts,
     pod_report,
 )
-from router_operator.models import READY
-from router_operator.planner import RouterDecl
-from router_operator.reconciler import Snapshot, reconcile_namespace, refresh_router_statuses
-from router_operator.render import selector_labels
+from router_operator.planning.names import selector_labels
+from router_operator.planning.planner import RouterDecl
+from router_operator.resources.models import READY
 from test_operator_handlers import (
     NS,
     ROUTERS,
@@ -42,7 +46,7 @@ from test_operator_handlers import (
     requests_to,
 )
 
-from router.podstatus import ANNOTATION
+from router.pod.report import ANNOTATION
 
 __all__ = ["cluster"]  # the fixture, imported for the kmock tests below
 

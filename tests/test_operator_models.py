@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 from pydantic import ValidationError
-from router_operator.models import (
+from router_operator.resources.models import (
     API_VERSION,
     KINDS,
     PAUSE_ANNOTATION,
@@ -111,9 +111,9 @@ def test_every_broken_rule_is_reported() -> None:
 
 
 def test_address_maps_onto_the_routers_own_config() -> None:
-    """The planner folds an AddressSpec into router/config.py's Address: same names, and
+    """The planner folds an AddressSpec into router/config/models.py's Address: same names, and
     anything the CRD accepts, the router accepts."""
-    from router.config import Address as RouterAddress
+    from router.config.models import Address as RouterAddress
 
     for spec in (
         AddressSpec(prefix="orders", distribution="closest", priority=4),
@@ -194,7 +194,7 @@ def test_condition_times_without_zone_are_utc() -> None:
     [("prefix", "_routernet"), ("prefix", "_routernet/telemetry"), ("pattern", "_routernet.#")],
 )
 def test_addresses_under_the_reserved_prefix_are_refused(field: str, value: str) -> None:
-    from router_operator.models import AddressSpec
+    from router_operator.resources.models import AddressSpec
 
     with pytest.raises(ValueError, match="reserved for the routers' own addresses"):
         AddressSpec.model_validate({field: value})

@@ -10,13 +10,15 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from router_operator import adapter, local, local_cli
-from router_operator.local_files import InvalidInput, plan_files
-from router_operator.nodes import STORE_PATH, NodeDecl, StoreDecl
-from router_operator.planner import AddressDecl, NamespacePlan, RouterDecl, plan_namespace
-from router_operator.render import render_router
+from router_operator.cli import main as local_cli
+from router_operator.local import backend as local
+from router_operator.local.files import InvalidInput, plan_files
+from router_operator.planning import adapter
+from router_operator.planning.planner import AddressDecl, NamespacePlan, RouterDecl, plan_namespace
+from router_operator.rendering.router import render_router
+from router_operator.resources.nodes import STORE_PATH, NodeDecl, StoreDecl
 
-from router.config import FILES_CONTEXT_KEY, RouterConfig
+from router.config.models import FILES_CONTEXT_KEY, RouterConfig
 from router.nodes.config import Binding, NodeSettings
 
 NS = "msg"

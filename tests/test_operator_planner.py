@@ -6,14 +6,7 @@ import itertools
 from collections import Counter
 
 import pytest
-from router_operator.gateway import (
-    ConnectorTlsDecl,
-    GatewayConnectorDecl,
-    GatewayDecl,
-    GatewayListenerDecl,
-    ListenerTlsDecl,
-)
-from router_operator.planner import (
+from router_operator.planning.planner import (
     DEFAULT_EDGE_FAILOVERS,
     EDGE_PORT,
     INTER_ROUTER_PORT,
@@ -28,8 +21,15 @@ from router_operator.planner import (
     diff_plans,
     plan_namespace,
 )
+from router_operator.resources.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
 
-from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
+from router.config.models import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
 
 NS = "msg"
 

@@ -7,10 +7,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from router_operator.load import Reading
-from router_operator.models import Router, RouterStatus
-from router_operator.predict import parse, predicted_min
-from router_operator.scaler import RouterScaling, step
+from router_operator.autoscaling.load import Reading
+from router_operator.autoscaling.predict import parse, predicted_min
+from router_operator.autoscaling.scaler import RouterScaling, step
+from router_operator.resources.models import Router, RouterStatus
 
 RECOMMENDATION = {
     "apiVersion": "routernet.io/v1alpha1",

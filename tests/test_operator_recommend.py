@@ -1,4 +1,4 @@
-"""Recommendations on a schedule (operator/router_operator/render_recommend.py): the CronJob the
+"""Recommendations on a schedule (operator/router_operator/rendering/recommend.py): the CronJob the
 operator renders per network beside its collector, running the pipeline image's
 `recommend --compact --configmap` on the collector's claim, with an account that may write that
 one ConfigMap; validated against Kubernetes' schemas; read from the chart's environment.
@@ -10,12 +10,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from router_operator.environment import OperatorConfig, recommend_from_env
-from router_operator.planner import RouterDecl, plan_namespace
-from router_operator.reconciler import Memory, Snapshot, reconcile_namespace
-from router_operator.render_collector import CollectorSettings
-from router_operator.render_collector import selector_labels as collector_labels
-from router_operator.render_recommend import RecommendSettings, render_recommend
+from router_operator.kubernetes.environment import OperatorConfig, recommend_from_env
+from router_operator.kubernetes.reconciler import Memory, Snapshot, reconcile_namespace
+from router_operator.planning.planner import RouterDecl, plan_namespace
+from router_operator.rendering.collector import CollectorSettings
+from router_operator.rendering.collector import selector_labels as collector_labels
+from router_operator.rendering.recommend import RecommendSettings, render_recommend
 from test_operator_handlers import FakeApi, body
 
 from pipeline.cli import parser as pipeline_parser

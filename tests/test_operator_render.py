@@ -10,16 +10,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from router_operator import adapter
-from router_operator.gateway import (
-    ConnectorTlsDecl,
-    GatewayConnectorDecl,
-    GatewayDecl,
-    GatewayListenerDecl,
-    ListenerTlsDecl,
-)
-from router_operator.mounts import secret_volume_name
-from router_operator.planner import (
+from router_operator.planning import adapter
+from router_operator.planning.names import selector
+from router_operator.planning.planner import (
     AddressDecl,
     LinkRouteConnectionDecl,
     LinkRouteDecl,
@@ -28,7 +21,7 @@ from router_operator.planner import (
     RouterDecl,
     plan_namespace,
 )
-from router_operator.render import (
+from router_operator.rendering.router import (
     DIGEST_ANNOTATION,
     LINK_ROUTES_KEY,
     MAX_CONFIG_MAP_BYTES,
@@ -37,10 +30,17 @@ from router_operator.render import (
     merge,
     render_router,
     render_stateful_set,
-    selector,
 )
+from router_operator.resources.gateway import (
+    ConnectorTlsDecl,
+    GatewayConnectorDecl,
+    GatewayDecl,
+    GatewayListenerDecl,
+    ListenerTlsDecl,
+)
+from router_operator.resources.mounts import secret_volume_name
 
-from router.config import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
+from router.config.models import FILES_CONTEXT_KEY, ConfigError, RouterConfig, validate_config
 
 NS = "msg"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -181,7 +181,7 @@ def test_statefulset_shape() -> None:
 
 @pytest.mark.parametrize("name", ["core", "leaf"])
 def test_pods_follow_their_config_map_through_the_api(name: str) -> None:
-    """Config-sync (router/configsync.py): the file starts the router, the ConfigMap watch keeps
+    """Config-sync (router/config/sync.py): the file starts the router, the ConfigMap watch keeps
     it current; it needs the ConfigMap's name, the pod's name and namespace, and a token."""
     pod = statefulset(plan(), name)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True
@@ -206,7 +206,7 @@ def test_config_reader_role_grants_reading_that_one_config_map(name: str) -> Non
             "resourceNames": [f"{name}-config"],
             "verbs": ["get", "list", "watch"],
         },
-        # router/podstatus.py: each pod reports on itself, and on no other pod.
+        # router/pod/status.py: each pod reports on itself, and on no other pod.
         {
             "apiGroups": [""],
             "resources": ["pods"],

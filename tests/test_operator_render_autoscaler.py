@@ -18,22 +18,22 @@ import pytest
 import yaml
 from crd_semantics import api_server_failures, prune
 from harness import write_kubeconfig
-from router_operator import adapter
-from router_operator import render_autoscaler as render_autoscaler_module
-from router_operator.api import ApiError
-from router_operator.autoscaling import AutoscalingSpec
-from router_operator.environment import OperatorConfig
-from router_operator.models import API_VERSION, READY, Router
-from router_operator.planner import RouterDecl, RouterPlan, plan_namespace
-from router_operator.reconciler import ABSENT, Memory, Snapshot, reconcile_namespace
-from router_operator.render import labels, owner_reference
-from router_operator.render_autoscaler import (
+from router_operator.kubernetes.api import ApiError
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.reconciler import ABSENT, Memory, Snapshot, reconcile_namespace
+from router_operator.planning import adapter
+from router_operator.planning.planner import RouterDecl, RouterPlan, plan_namespace
+from router_operator.rendering import autoscaler as render_autoscaler_module
+from router_operator.rendering.autoscaler import (
     DEFAULT_PROMETHEUS_URL,
     controlled_by,
     quantity,
     render_autoscaler,
     total_query,
 )
+from router_operator.rendering.router import labels, owner_reference
+from router_operator.resources.autoscaling import AutoscalingSpec
+from router_operator.resources.models import API_VERSION, READY, Router
 from test_operator_handlers import (
     ROUTERS,
     Cluster,

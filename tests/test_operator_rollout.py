@@ -1,5 +1,5 @@
-"""A Router's rollout unstuck (operator/router_operator/rollout.py): the pods its StatefulSet
-waits for in vain (not Ready, on an old revision) are deleted, by the reconciler on a
+"""A Router's rollout unstuck (operator/router_operator/kubernetes/rollout.py): the pods its
+StatefulSet waits for in vain (not Ready, on an old revision) are deleted, by the reconciler on a
 StatefulSet's or a pod's event. Seen on a real cluster: every pod of a Router crash-looped, its
 template was fixed, and the first new pod waited for Ready neighbors that were the old pods the
 controller would not replace first. make e2e does it on a cluster."""
@@ -10,19 +10,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from router_operator.api import ApiError
-from router_operator.environment import OperatorConfig
-from router_operator.mesh import PodReport, pod_report
-from router_operator.models import PAUSE_ANNOTATION
-from router_operator.planner import RouterDecl, plan_namespace
-from router_operator.reconciler import (
+from router_operator.kubernetes.api import ApiError
+from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.reconciler import (
     Memory,
     Snapshot,
     reconcile_namespace,
     refresh_router_statuses,
 )
-from router_operator.render import render_stateful_set
-from router_operator.rollout import stuck_pods
+from router_operator.kubernetes.rollout import stuck_pods
+from router_operator.planning.mesh import PodReport, pod_report
+from router_operator.planning.planner import RouterDecl, plan_namespace
+from router_operator.rendering.router import render_stateful_set
+from router_operator.resources.models import PAUSE_ANNOTATION
 from test_operator_handlers import NS, FakeApi, body
 
 OLD, NEW = "hub-5d8f", "hub-7c6b"

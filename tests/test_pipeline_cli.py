@@ -98,7 +98,7 @@ def test_routernet_analyze_reads_the_state_dir(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "router_operator.local_cli",
+            "router_operator.cli.main",
             "analyze",
             "--state-dir",
             str(tmp_path),
@@ -112,7 +112,7 @@ def test_routernet_analyze_reads_the_state_dir(tmp_path: Path) -> None:
 
 
 def test_routernet_does_not_import_pyspark() -> None:
-    code = "import router_operator.local_cli, sys; print('pyspark' in sys.modules)"
+    code = "import router_operator.cli.main, sys; print('pyspark' in sys.modules)"
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert ran.stdout.strip() == "False", ran.stderr
 

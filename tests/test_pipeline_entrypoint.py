@@ -8,7 +8,7 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-from router_operator.render_collector import claim_name
+from router_operator.rendering.collector import claim_name
 
 import router
 from pipeline.cli import parser as pipeline_parser

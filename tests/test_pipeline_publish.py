@@ -1,6 +1,6 @@
 """`recommend --configmap`: the recommendation written where predictive autoscaling reads it
-(pipeline/publish.py), checked against the operator's reader (predict.py) and sent to an API
-stand-in as server-side apply."""
+(pipeline/publish.py), checked against the operator's reader (autoscaling/predict.py) and sent to an
+API stand-in as server-side apply."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from harness import write_kubeconfig
-from router_operator import predict
+from router_operator.autoscaling import predict
 from test_kubeapi import FakeApiServer
 
 from pipeline import PipelineError

@@ -1,4 +1,4 @@
-"""router/pnfast.c does what router/pnfast.py says, on real Proton links.
+"""router/datapath/pnfast.c does what router/datapath/pnfast.py says, on real Proton links.
 
 Two Proton connections joined in memory (no sockets) carry deliveries made by each
 implementation in turn: the compiled module the router loads and the Python source it runs with
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from proton import Collector, Connection, Transport
 
-import router.pnfast as compiled
-from router.pn import ffi, lib
+import router.datapath.pnfast as compiled
+from router.transport.pn import ffi, lib
 
-SOURCE = Path(__file__).resolve().parent.parent / "router" / "pnfast.py"
+SOURCE = Path(__file__).resolve().parent.parent / "router" / "datapath" / "pnfast.py"
 
 
 def _source() -> ModuleType:

@@ -1,7 +1,7 @@
-"""The routers' reports on their own Pods (router/podstatus.py): what each mode reports, the
+"""The routers' reports on their own Pods (router/pod/status.py): what each mode reports, the
 reporter thread (changes only, the latest value, backoff, never blocking the router's loop),
 its registration, and real router processes writing their Pods' annotation through a
-Kubernetes API (kmock's emulator), followed by the operator's verdict (mesh.py) on them.
+Kubernetes API (kmock's emulator), followed by the operator's verdict (planning/mesh.py) on them.
 """
 
 from __future__ import annotations
@@ -18,26 +18,29 @@ from typing import Any
 
 import pytest
 from harness import RouterNetwork, RouterProcess, free_port, write_kubeconfig
-from router_operator.mesh import mesh_verdicts, pod_report
-from router_operator.planner import RouterDecl
+from router_operator.planning.mesh import mesh_verdicts, pod_report
+from router_operator.planning.planner import RouterDecl
 
-from router import cli, engine
-from router.config import validate_config
-from router.podstatus import (
+from router import cli
+from router.config.live import apply_config
+from router.config.models import validate_config
+from router.core import engine
+from router.pod.report import (
     ANNOTATION,
-    MERGE_PATCH,
     STORE_ANNOTATION,
-    PodAnnotator,
-    PodStatusSource,
     StoreReport,
     annotation_value,
     parse_annotation,
     parse_store,
+)
+from router.pod.status import (
+    MERGE_PATCH,
+    PodAnnotator,
+    PodStatusSource,
     pod_status_sources,
     reachable_routers,
     store_state,
 )
-from router.reconfigure import apply_config
 
 NS = "ns"
 
@@ -282,7 +285,7 @@ def test_what_a_store_reports() -> None:
 def test_a_real_router_reports_its_store(tmp_path: Path) -> None:
     """The router's own objects: a host, a host no more that still holds a node, one holding
     none; a router without a store says nothing."""
-    from router.engine import Router
+    from router.core.engine import Router
 
     def cfg(hosts: list[str], store: bool = True) -> Any:
         data: dict[str, Any] = {

@@ -25,18 +25,13 @@ from clients import ACCEPTED, RELEASED, Management, World
 from harness import NETWORK_TIMERS, RouterProcess, free_port, write_kubeconfig
 from proton import Message
 
-from router import configrecords
-from router.config import RouterConfig, validate_config
-from router.configcheck import Overrides, effective_config, in_process
-from router.configchild import ChildValidator
-from router.configsync import ConfigMapWatcher
-from router.reconfigure import (
-    FILE_CHECK_SECONDS,
-    FileSource,
-    apply_config,
-    offer,
-    restart_reasons,
-)
+from router.config import records as configrecords
+from router.config.check import Overrides, effective_config, in_process
+from router.config.child import ChildValidator
+from router.config.live import apply_config, offer, restart_reasons
+from router.config.models import RouterConfig, validate_config
+from router.config.sources import FILE_CHECK_SECONDS, FileSource
+from router.config.sync import ConfigMapWatcher
 
 # ----- apply_config on a router that is not running -------------------------------------------
 
@@ -54,7 +49,7 @@ def _debug_logs(caplog: pytest.LogCaptureFixture) -> None:
 
 @pytest.fixture
 def make_router() -> Iterator[Callable[[RouterConfig], Any]]:
-    from router.engine import Router
+    from router.core.engine import Router
 
     made: list[Router] = []
 
@@ -648,7 +643,7 @@ READ_ONLY_ROOT = [
     "private",
     "sh",
     "-c",
-    # As in a pod (render.py): the root file system read-only, nothing writable at /tmp or
+    # As in a pod (rendering/router.py): the root file system read-only, nothing writable at /tmp or
     # /var/tmp (whatever file system holds them) nor in the working directory. The test still
     # writes the config from outside.
     "for d in /tmp /var/tmp; do mount --bind $d $d && mount -o remount,bind,ro $d || exit 1;"

@@ -21,9 +21,9 @@ from clients import Client, Management, World
 from harness import RouterProcess
 from proton import Array, Data, Message, symbol
 
-from router import sasl
-from router.config import RouterSettings
-from router.pn import lib
+from router.config.models import RouterSettings
+from router.transport import sasl
+from router.transport.pn import lib
 
 REALM = "routernet.test"
 USER = "alice"

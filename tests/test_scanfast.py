@@ -1,5 +1,5 @@
-"""router/scanfast.c finds exactly the sections `sections.walk_sections` finds, or leaves the
-message to it: never other offsets, and never a pass for a message the walk rejects.
+"""router/datapath/scanfast.c finds exactly the sections `sections.walk_sections` finds, or leaves
+the message to it: never other offsets, and never a pass for a message the walk rejects.
 
 Checked on messages as clients encode them (each must take the fast path) and on every
 truncation, thousands of byte flips and random garbage derived from them.
@@ -12,8 +12,8 @@ import random
 import pytest
 from proton import Message, symbol, ulong
 
-from router import scanfast
-from router.sections import MessageFormatError, Scan, scan, walk_sections
+from router.datapath import scanfast
+from router.datapath.sections import MessageFormatError, Scan, scan, walk_sections
 
 
 def offsets(s: Scan) -> tuple[int, int, int, int, int]:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from proton import Message
 
-from router.management import Agent
-from router.scopedroutes import CONN_LINK_ROUTE, RequestError, ScopedRoutes
+from router.linkroutes.scoped import CONN_LINK_ROUTE, RequestError, ScopedRoutes
+from router.management.agent import Agent
 
 ROUTE = {"pattern": "broker.#", "direction": "out"}
 
@@ -148,8 +148,8 @@ def test_the_agent_refuses_what_it_cannot_scope_or_does_not_write() -> None:
 def test_an_edge_asks_its_interior_for_the_pattern_dispatch_would(
     fields: dict[str, Any], pattern: str
 ) -> None:
-    from router.edgelinkroutes import proxy_pattern
-    from router.linkroutes import LinkRouteRule
+    from router.edges.linkroutes import proxy_pattern
+    from router.linkroutes.table import LinkRouteRule
 
     rule = LinkRouteRule("in", container_id="broker", **fields)
     assert proxy_pattern(rule) == pattern

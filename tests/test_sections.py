@@ -1,4 +1,4 @@
-"""Tests for router.sections, checked against proton's own encoder and decoder.
+"""Tests for router.datapath.sections, checked against proton's own encoder and decoder.
 
 Hand-built messages use the tiny encoder below, so section boundaries are known independently
 of the scanner under test; each hand-built message is also decoded by proton to show that the
@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 from proton import Described, Message, int32, symbol, ulong
 
-from router.sections import (
+from router.datapath.sections import (
     EMPTY_ANNOTATIONS,
     MessageFormatError,
     RouterAnnotations,
@@ -782,7 +782,7 @@ def test_rewrite_stamps_a_sample() -> None:
 def test_scan_head_finds_what_routing_reads_in_a_prefix() -> None:
     from proton import Message
 
-    from router.sections import get_to, read_annotations, scan, scan_head
+    from router.datapath.sections import get_to, read_annotations, scan, scan_head
 
     m = Message(
         body=b"x" * 100_000,

@@ -1,4 +1,4 @@
-"""Large messages are forwarded as they arrive (router/streaming.py), never held whole.
+"""Large messages are forwarded as they arrive (router/datapath/streaming.py), never held whole.
 
 A router that collected a message before forwarding it would grow by the message's size: the
 tests sample every router's RSS from /proc while a message several times larger than the bound

@@ -1,5 +1,5 @@
 """TLS on listeners and connectors, configured as in Qpid Dispatch: ``sslProfiles`` hold the
-certificates, listeners and connectors name theirs (router/tls.py).
+certificates, listeners and connectors name theirs (router/transport/tls.py).
 
 A throwaway CA, server and client certificates are made with the ``openssl`` command (Debian's
 openssl, scripts/system-deps.sh). The server certificate names the loopback addresses the
@@ -24,10 +24,10 @@ from clients import Management, World
 from harness import NETWORK_TIMERS, RouterProcess, config_error
 from proton import Message, SSLDomain
 
-from router import tls
 from router.cli import main
-from router.config import config_schema, validate_config
-from router.pn import lib
+from router.config.models import config_schema, validate_config
+from router.transport import tls
+from router.transport.pn import lib
 
 REPO = Path(__file__).resolve().parent.parent
 KEY_PASSWORD = "s3cret pass"

@@ -26,11 +26,11 @@ import pytest
 from clients import ACCEPTED, REJECTED, RELEASED, Receiver, World, settle
 from harness import RouterNetwork, RouterProcess, free_port
 from proton import Delivery, Message
-from router_operator import local
+from router_operator.local import backend as local
 
 pytestmark = pytest.mark.network
 
-CLI = [sys.executable, "-m", "router_operator.local_cli"]
+CLI = [sys.executable, "-m", "router_operator.cli.main"]
 TIMEOUT = 30.0
 ADDRESS = "orders"
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from proton import Message, symbol
-from router_operator import local, local_cli
+from router_operator.cli import main as local_cli
+from router_operator.local import backend as local
 from router_operator.traffic import cli
 from router_operator.traffic.endpoints import (
     EndpointError,

@@ -24,7 +24,7 @@ from test_tls import SERVER_NAMES, make_ca, make_cert
 
 pytestmark = pytest.mark.network
 
-CLI = [sys.executable, "-m", "router_operator.local_cli"]
+CLI = [sys.executable, "-m", "router_operator.cli.main"]
 TIMEOUT = 30.0
 PLAIN_LISTENER, TLS_LISTENER, SASL_LISTENER = range(3)
 

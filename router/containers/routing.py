@@ -6,7 +6,7 @@ itself) to the network as the link-route keys of the prefix `(id)` (router/conta
 says why those keys), so any router knows where each container is.
 
 - A link attached to `(c)/node` is link-routed by container: relayed hop by hop (the link router
-  of router/linkrouting.py does the relaying) to the router that has `c`, which attaches the
+  of router/linkroutes/relay.py does the relaying) to the router that has `c`, which attaches the
   link to `node` on `c`. Credit, dispositions, detach and errors travel end to end; an unknown
   container is refused with `amqp:not-found`. When `c` is a router, the link ends there:
   `(R2)/$management` is R2's management, `(R2)/x` the consumers of `x` attached to R2 only.
@@ -36,7 +36,7 @@ from proton import Message as ProtonMessage
 
 from router.addressing import Kind, parse, split_container
 from router.addressing.rewrite import between
-from router.configviews import ROUTER_ROLES
+from router.config.views import ROUTER_ROLES
 from router.containers.table import (
     Across,
     Below,
@@ -48,18 +48,18 @@ from router.containers.table import (
     container_of,
     keys,
 )
-from router.entitytypes import CONTAINER
-from router.forwarder import ACCEPTED
+from router.datapath.forwarder import ACCEPTED
 from router.gateway.rules import link_facts, message_facts, resolve
-from router.linkroutes import LINK_BALANCED
+from router.linkroutes.table import LINK_BALANCED
 from router.log import get_logger
-from router.pn import cbytes, data_get, lib, text
+from router.management.entitytypes import CONTAINER
+from router.transport.pn import cbytes, data_get, lib, text
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.engine import Router
-    from router.forwarder import Message
-    from router.links import Forward, Link
+    from router.core.engine import Router
+    from router.datapath.forwarder import Message
+    from router.datapath.links import Forward, Link
+    from router.transport.connection import Connection
 
 log = get_logger("router.containers")
 

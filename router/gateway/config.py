@@ -1,4 +1,4 @@
-"""The ``gateway`` section of a router's configuration, imported by router/config.py.
+"""The ``gateway`` section of a router's configuration, imported by router/config/models.py.
 
 ```yaml
 gateway:
@@ -24,8 +24,8 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from router.configbase import Strict, check_pattern
-from router.configviews import MatchView
+from router.config.base import Strict, check_pattern
+from router.config.views import MatchView
 
 MAX_VALUE_LENGTH = 1000
 """The longest container id, connector name or value to match: far beyond any real one. Bounded

@@ -33,20 +33,20 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
 
-from router import attach
 from router.addressing import Kind, parse
-from router.connection import PRODUCT
 from router.containers.table import advertisable
+from router.core import attach
+from router.datapath.sections import RouterAnnotations
 from router.gateway.rules import exported
 from router.log import get_logger
-from router.pn import cbytes, lib, text
-from router.sections import RouterAnnotations
+from router.transport.connection import PRODUCT
+from router.transport.pn import cbytes, lib, text
 
 if TYPE_CHECKING:
-    from router.connection import Connection
-    from router.engine import Router
-    from router.forwarder import Message
-    from router.links import Forward, Link
+    from router.core.engine import Router
+    from router.datapath.forwarder import Message
+    from router.datapath.links import Forward, Link
+    from router.transport.connection import Connection
 
 log = get_logger("router.gateway")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from proton import Message
 
-from router.configrecords import Gateway, GatewayRule
-from router.sections import scan
+from router.config.records import Gateway, GatewayRule
+from router.datapath.sections import scan
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from router.configbase import Strict
+from router.config.base import Strict
 
 NodeType = Literal["queue", "topic"]
 AtLimit = Literal["block", "reject"]

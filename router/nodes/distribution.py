@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from router.forwarder import ACCEPTED, REJECTED, TERMINAL, Message, new_delivery
+from router.datapath.forwarder import ACCEPTED, REJECTED, TERMINAL, Message, new_delivery
+from router.datapath.sections import EMPTY_ANNOTATIONS, scan
 from router.log import get_logger
-from router.nodes import intake, traffic
+from router.nodes import traffic
 from router.nodes.message import dead_lettered, redelivered
 from router.nodes.outbox import Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Held, Queue
-from router.nodes.transactions import Transaction
-from router.pn import get_condition, lib
-from router.sections import EMPTY_ANNOTATIONS, scan
+from router.transport.pn import get_condition, lib
 
 if TYPE_CHECKING:
-    from router.nodes.hosting import Attachment, Node, Nodes
+    from router.nodes.attachment import Attachment
+    from router.nodes.hosting import Node, Nodes
 
 log = get_logger("router.nodes")
 
@@ -84,7 +84,7 @@ def outcome(nodes: Nodes, att: Attachment, d: Any) -> None:
         return
     txn = nodes.coordinator.enlisted(d)
     if txn is not False:
-        if isinstance(txn, Transaction):
+        if txn is not None:
             del att.out[d]  # the transaction has it now, applied at its discharge
             nodes.coordinator.outcome(txn, att, d, held)
         return
@@ -149,7 +149,7 @@ def unblock(nodes: Nodes, node: Node) -> None:
         return
     for att in nodes.of(node):
         if att.queue is None:
-            intake.credit(nodes, att.link, node)
+            nodes.credit(att.link, node)
 
 
 def dead_letter(
@@ -182,7 +182,7 @@ def send_to(nodes: Nodes, address: str, data: bytes) -> None:
             return
         node = nodes.node(address)
         if node is not None:
-            intake.take(nodes, node, data)
+            nodes.take(node, data)
             pump_node(nodes, node)
             return
     forwarder = nodes.router.fwd

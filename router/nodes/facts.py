@@ -13,7 +13,7 @@ from typing import Any
 
 import proton
 
-from router.sections import scan
+from router.datapath.sections import scan
 
 DEFAULT_PRIORITY = 4
 """AMQP's (and JMS's) priority of a message whose header does not say."""
@@ -125,7 +125,7 @@ def _string_keyed(values: dict[Any, Any] | None) -> dict[str, Scalar]:
 
 def facts_of(data: bytes | bytearray | memoryview) -> MessageFacts:
     """The facts of an encoded AMQP message; ValueError with a one-line message if it cannot be
-    decoded. The sections are checked first (router.sections.scan) because proton's decoder
+    decoded. The sections are checked first (router.datapath.sections.scan) because proton's decoder
     takes garbage for an empty message; only the sections before the body are decoded, as no
     filter reads the body."""
     head = bytes(data[: scan(data).body_start])

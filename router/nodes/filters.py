@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import proton
 
-from router.configrecords import Binding
+from router.config.records import Binding
 from router.nodes.facts import MessageFacts
 from router.nodes.selector import SelectorError, compile_selector
 

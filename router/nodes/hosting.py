@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 from router import tokens
 from router.addressing import parse, split_container
 from router.addressing.rules import TokenTree, rule_tokens
-from router.configrecords import Binding, NodeSettings
-from router.entitytypes import HOSTED_NODE
-from router.forwarder import ACCEPTED, MODIFIED, REJECTED, Message, flow_ingress
-from router.linkroutes import LINK_BALANCED, NO_ROUTE, LinkRouteRule
-from router.linkrouting import origin, origin_router
+from router.config.records import Binding, NodeSettings
+from router.datapath.forwarder import ACCEPTED, MODIFIED, REJECTED, Message, flow_ingress
+from router.linkroutes.relay import origin, origin_router
+from router.linkroutes.table import LINK_BALANCED, NO_ROUTE, LinkRouteRule
 from router.log import get_logger
+from router.management.entitytypes import HOSTED_NODE
 from router.nodes import distribution, intake, lifetime, traffic
+from router.nodes.attachment import Attachment
 from router.nodes.facts import MessageFacts, facts_of
 from router.nodes.filters import (
     FilterError,
@@ -43,51 +44,23 @@ from router.nodes.filters import (
 from router.nodes.moving import FILTERS, SUBSCRIPTION, Mover
 from router.nodes.outbox import OUTBOX_LINK, Inbox, Outbox, inbox_name
 from router.nodes.placement import owner
-from router.nodes.queue import Held, Queue, Subscriber
+from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic, subscription_name
 from router.nodes.transactions import Coordinator
-from router.pn import data_get, data_put, lib, set_condition, text
 from router.store.store import Entry, Store
 from router.telemetry.flows import router_name
+from router.transport.pn import data_get, data_put, lib, set_condition, text
 
 if TYPE_CHECKING:
-    from router.configrecords import RouterConfig
-    from router.connection import Connection
-    from router.engine import Router
-    from router.links import Forward, Link
+    from router.config.records import RouterConfig
+    from router.core.engine import Router
+    from router.datapath.links import Forward, Link
+    from router.transport.connection import Connection
 
 log = get_logger("router.nodes")
 
 Node = Queue | Topic
 ROUTER_ROLES = ("inter-router", "edge")
-
-
-class Attachment:
-    """A link to a node here: a producer's, or a consumer's with its standing in a queue."""
-
-    __slots__ = ("inbox", "into", "link", "node", "out", "queue", "router", "sub")
-
-    def __init__(
-        self,
-        link: Link,
-        node: Node,
-        queue: Queue | None,
-        sub: Subscriber | None,
-        router: str | None,
-    ):
-        self.link = link
-        self.node = node
-        self.queue = queue  # what a consumer takes from: the queue, or its subscription
-        self.sub = sub
-        # Where the client's link entered the network, for the node's flow rows; None for
-        # this router's own link moving the node elsewhere (router/nodes/moving.py).
-        self.router = router
-        self.out: dict[Any, Held] = {}  # our unsettled deliveries on a consumer's link
-        # A producer's messages go straight into this subscription: the link of another
-        # router moving a durable subscription here (router/nodes/moving.py).
-        self.into: Subscription | None = None
-        # Or each goes in once: the link of another router's outbox (router/nodes/outbox.py).
-        self.inbox: Inbox | None = None
 
 
 class Made:
@@ -144,6 +117,16 @@ class Nodes:
     def of(self, node: Node) -> list[Attachment]:
         """The links to `node` here (a copy: what is done with them may change them)."""
         return list(self.links_of.get(node, ()))
+
+    # What router/nodes/distribution.py calls to put a message into a node and to give its
+    # producers credit: intake calls distribution (to pump what came in), so distribution
+    # reaches intake through here rather than importing it back.
+
+    def take(self, node: Node, data: bytes) -> bool | None:
+        return intake.take(self, node, data)
+
+    def credit(self, link: Link, node: Node) -> None:
+        intake.credit(self, link, node)
 
     # ----- configuration and recovery ---------------------------------------------------------
 

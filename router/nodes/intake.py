@@ -13,21 +13,25 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from router.forwarder import ACCEPTED, REJECTED
+from router.datapath.forwarder import ACCEPTED, REJECTED
 from router.nodes import distribution, traffic
 from router.nodes.facts import facts_of
 from router.nodes.message import stamp
 from router.nodes.queue import Queue
 from router.nodes.topic import Topic
-from router.nodes.transactions import UNKNOWN_ID, Transaction
-from router.pn import lib, set_condition
+from router.transport.pn import lib, set_condition
 
 if TYPE_CHECKING:
-    from router.links import Forward, Link
-    from router.nodes.hosting import Attachment, Node, Nodes
+    from router.datapath.links import Forward, Link
+    from router.nodes.attachment import Attachment
+    from router.nodes.hosting import Node, Nodes
     from router.nodes.outbox import Inbox
 
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
+
+
+# A transfer or discharge naming a transaction the coordinator does not have (AMQP part 4).
+UNKNOWN_ID = "amqp:transaction:unknown-id"
 
 
 def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
@@ -42,7 +46,7 @@ def transfer(nodes: Nodes, att: Attachment, d: Any) -> None:
     assert att.router is not None  # a producer's link
     txn = nodes.coordinator.enlisted(d)
     if txn is not False:
-        if isinstance(txn, Transaction):
+        if txn is not None:
             # Counted as its provisional outcome says, taken in or not at the discharge.
             nodes.coordinator.send(txn, att.node, bytes(data), d)
             traffic.put(nodes, att.node.name, att.router, len(data), ACCEPTED)

@@ -30,15 +30,16 @@ from proton import symbol
 from router import tokens
 from router.log import get_logger
 from router.nodes import distribution, intake
+from router.nodes.attachment import Attachment
 from router.nodes.filters import described
 from router.nodes.outbox import OUTBOX, OUTBOX_LINK, Outbox
 from router.nodes.placement import owner
 from router.nodes.queue import Queue, Subscriber
 from router.nodes.topic import SEPARATOR, Subscription, Topic
-from router.pn import cbytes, data_put, lib, set_condition
+from router.transport.pn import cbytes, data_put, lib, set_condition
 
 if TYPE_CHECKING:
-    from router.links import Link
+    from router.datapath.links import Link
     from router.nodes.hosting import Node, Nodes
 
 log = get_logger("router.nodes")
@@ -212,8 +213,6 @@ class Mover:
     ) -> None:
         """Our sender to `(host)/node`; for a subscription, its attach names it (`SUBSCRIPTION`
         in the link properties) so that the new host puts what comes into that subscription."""
-        from router.nodes.hosting import Attachment
-
         nodes = self.nodes
         router = nodes.router
         network = router.network

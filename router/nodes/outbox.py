@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import ulong
 
-from router.configrecords import NodeSettings
+from router.config.records import NodeSettings
 from router.log import get_logger
 from router.nodes.message import with_delivery_annotation, without_delivery_annotation
 from router.nodes.queue import Queue

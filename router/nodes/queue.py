@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from router.configrecords import NodeSettings
+from router.config.records import NodeSettings
 
 if TYPE_CHECKING:
     from router.nodes.facts import MessageFacts

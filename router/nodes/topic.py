@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from router.configrecords import NodeSettings
+from router.config.records import NodeSettings
 from router.nodes.filters import described
 from router.nodes.queue import Queue
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from router.forwarder import ACCEPTED, REJECTED, RELEASED
+from router.datapath.forwarder import ACCEPTED, REJECTED, RELEASED
 
 if TYPE_CHECKING:
-    from router.nodes.hosting import Attachment, Nodes
+    from router.nodes.attachment import Attachment
+    from router.nodes.hosting import Nodes
 
 IN = "in"
 OUT = "out"

@@ -17,22 +17,25 @@ deliveries are settled then. An unknown transaction id is `amqp:transaction:unkn
 
 The router coordinates only the nodes it hosts itself: a client connects to the host router to
 use transactions. Work sent on a link relayed to another router cannot join the transaction
-and is rejected (router/linkrouting.py).
+and is rejected (router/linkroutes/relay.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from proton import Data, Described, Message, symbol, ulong
 
 from router import tokens
 from router.log import get_logger
-from router.pn import lib, set_condition
+from router.nodes import distribution, intake, traffic
+from router.nodes.intake import UNKNOWN_ID
+from router.transport.pn import lib, set_condition
 
 if TYPE_CHECKING:
-    from router.links import Link
-    from router.nodes.hosting import Attachment, Node, Nodes
+    from router.datapath.links import Link
+    from router.nodes.attachment import Attachment
+    from router.nodes.hosting import Node, Nodes
     from router.nodes.queue import Held
 
 log = get_logger("router.nodes")
@@ -42,7 +45,6 @@ DISCHARGE = (0x32, "amqp:discharge:list")
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 ACCEPTED_OUTCOME = 0x24
-UNKNOWN_ID = "amqp:transaction:unknown-id"
 
 
 class Transaction:
@@ -134,7 +136,7 @@ class Coordinator:
 
     # ----- enlisted work ------------------------------------------------------------------
 
-    def enlisted(self, d: Any) -> Transaction | bool | None:
+    def enlisted(self, d: Any) -> Transaction | Literal[False] | None:
         """The transaction a delivery's transactional state names; False when it names none
         (not transactional), None when the id is unknown."""
         if lib.pn_delivery_remote_state(d) != TRANSACTIONAL_STATE:
@@ -161,8 +163,6 @@ class Coordinator:
         txn.outcomes.append((att, d, held, _OUTCOMES.get(code, lib.PN_ACCEPTED)))
 
     def discharge(self, txn: Transaction, fail: bool) -> None:
-        from router.nodes import distribution
-
         nodes = self.nodes
         store = nodes.store
         assert store is not None  # `attach` serves a coordinator only where there is one
@@ -181,8 +181,6 @@ class Coordinator:
         )
 
     def apply(self, txn: Transaction, fail: bool) -> None:
-        from router.nodes import distribution, intake, traffic
-
         nodes = self.nodes
         for node, data, d in txn.sends:
             if not fail and intake.take(nodes, node, data) is None:

@@ -1,4 +1,4 @@
-"""The ``telemetry`` section of a router's configuration, imported by router/config.py.
+"""The ``telemetry`` section of a router's configuration, imported by router/config/models.py.
 
 ```yaml
 telemetry:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from router.configbase import Strict
+from router.config.base import Strict
 
 # Where pods serve /metrics and probes (the operator's default, and the chart's PodMonitor's).
 METRICS_PORT = 9090

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from proton import Message as ProtonMessage
 
 from router import tokens
-from router.configrecords import Telemetry
+from router.config.records import Telemetry
+from router.datapath.sections import EMPTY_ANNOTATIONS, scan
+from router.datapath.stats import memory_usage
 from router.log import get_logger
-from router.sections import EMPTY_ANNOTATIONS, scan
-from router.stats import memory_usage
 from router.telemetry import readings
 from router.telemetry.flows import Flows
 from router.telemetry.noderecords import NodeRecords
@@ -34,7 +34,7 @@ from router.telemetry.schema import (
 )
 
 if TYPE_CHECKING:
-    from router.engine import Router
+    from router.core.engine import Router
 
 log = get_logger("router.telemetry")
 
@@ -135,7 +135,7 @@ class Emitter:
         body["rows"] = [list(row) for row in rows]  # AMQP lists (Proton has no tuple type)
         message = ProtonMessage(address=TELEMETRY_ADDRESS, subject=TELEMETRY_SUBJECT, body=body)
         data = message.encode()
-        from router.forwarder import Message
+        from router.datapath.forwarder import Message
 
         msg = Message(data, scan(data), EMPTY_ANNOTATIONS, EMPTY_ANNOTATIONS, TELEMETRY_ADDRESS)
         msg.entry = entry

@@ -24,7 +24,7 @@ from router.telemetry import readings
 from router.telemetry.metrics import RouterCollector
 
 if TYPE_CHECKING:
-    from router.engine import Router
+    from router.core.engine import Router
 
 log = get_logger("router.telemetry")
 

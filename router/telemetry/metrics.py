@@ -27,12 +27,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from router.stats import RouterStats
+from router.datapath.stats import RouterStats
 from router.telemetry import readings
 from router.telemetry.schema import LATENCY_BOUNDS_US
 
 if TYPE_CHECKING:
-    from router.engine import Router
+    from router.core.engine import Router
 
 # Prometheus buckets: every fourth schema bound (one per doubling, 10 µs to ~42 s), in seconds.
 # The schema's finer buckets nest in these, so each is a cumulative sum of whole fine buckets.

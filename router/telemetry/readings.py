@@ -14,8 +14,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from router.engine import Router
-    from router.links import Link
+    from router.core.engine import Router
+    from router.datapath.links import Link
 
 # The loop turns at least every housekeeping interval (0.1 s): older than this, it is stuck.
 LOOP_STALE_SECONDS = 5.0
@@ -46,7 +46,7 @@ def credit_blocked(all_links: list[Link]) -> int:
 
 
 def links_by_kind(all_links: list[Link]) -> Counter[tuple[str, str]]:
-    """(kind, "in"|"out") -> count; kinds as router/links.py names them."""
+    """(kind, "in"|"out") -> count; kinds as router/datapath/links.py names them."""
     return Counter((link.kind, "in" if link.incoming else "out") for link in all_links)
 
 

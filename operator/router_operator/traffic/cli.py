@@ -1,6 +1,6 @@
 """The arguments of ``routernet send``, ``receive`` and ``request``, their errors and output.
 
-local_cli.py owns the ``routernet`` parser and only adds these subcommands' arguments and calls
+cli/main.py owns the ``routernet`` parser and only adds these subcommands' arguments and calls
 ``send``/``receive``/``request``; everything else is here. The event loops (sender.py,
 receiver.py, request.py) are imported only when a command runs.
 

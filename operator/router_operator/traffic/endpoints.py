@@ -117,7 +117,7 @@ def state_endpoints(state_dir: Path, router: str | None = None) -> list[str]:
     Router ``router`` only if given, sorted. Raises EndpointError when the directory holds no
     network or ``router`` is none of its Routers; an empty list is a network with no router
     running (yet, or any more)."""
-    from router_operator import local
+    from router_operator.local import backend as local
 
     state_dir = state_dir.resolve()
     try:

@@ -6,8 +6,8 @@ Why it is built this way:
 - One *slot* per wanted connection (endpoints.spread). A slot connects, attaches its link and,
   when either goes away (the router closed it, e.g. ``amqp:connection:forced`` while draining,
   detached the link, refused it, or the socket failed), tells its owner, which takes back what
-  was in flight on it, and connects again after a backoff (router/connector.py's, capped at
-  ``MAX_BACKOFF`` so traffic comes back quickly once a router is back). Proton's own reconnect is
+  was in flight on it, and connects again after a backoff (router/transport/connector.py's, capped
+  at ``MAX_BACKOFF`` so traffic comes back quickly once a router is back). Proton's own reconnect is
   off: it would re-attach the same link objects and keep their deliveries, whose fate is unknown
   after a failure; a fresh connection and link, with everything unsettled sent again, is what
   at-least-once needs.
@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from proton import Delivery, Endpoint, Event, SSLDomain, Terminus
 from proton.handlers import MessagingHandler
 
-from router.connector import STABLE_SECONDS, backoff_delay
+from router.transport.connector import STABLE_SECONDS, backoff_delay
 from router_operator.traffic.endpoints import EndpointError, Security, rebalance, spread
 
 MAX_BACKOFF = 2.0
