@@ -29,20 +29,43 @@ STOP_TIMEOUT = 10.0
 DRAIN_SECONDS = 1.0
 
 
-_GIVEN: set[int] = set()
+def _port_block() -> range:
+    """This test process's own ports: below the kernel's ephemeral range, where no client's
+    source port lands, and split between pytest-xdist workers. A port the kernel hands out with
+    `bind(0)` is free in this process only: another worker, or a client's ephemeral source port,
+    could take it before the router binds it, and then the router exits with "address in use"
+    while the test talks to whatever did take it."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = 20000 if ephemeral_low > 24000 else 1024  # 10xxx is where kubelet and its kin listen
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    size = (ephemeral_low - low) // max(workers, 1)
+    return range(low + worker * size, low + (worker + 1) * size)
+
+
+_BLOCK = _port_block()
+_next = 0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now, and never one given before in this process: the kernel
-    can hand out a port just closed again, and a router given one twice refuses its config."""
-    for _ in range(100):
+    """A port nothing listens on now, from this process's block (`_port_block`), each handed
+    out once before the block wraps: the kernel can hand out a port just closed again, and a
+    router given one twice refuses its config."""
+    global _next
+    for _ in range(len(_BLOCK)):
+        port = _BLOCK[_next % len(_BLOCK)]
+        _next += 1
         with socket.socket() as s:
-            s.bind((host, 0))
-            port: int = s.getsockname()[1]
-        if port not in _GIVEN:
-            _GIVEN.add(port)
-            return port
-    raise RuntimeError("no port not given before in 100 tries")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the router binds
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {_BLOCK}")
 
 
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
