@@ -7,13 +7,15 @@
     routernet send ADDRESS [--rate R|--ramp SPEC] [--count N] ...   reliable traffic (traffic/)
     routernet receive ADDRESS [--count N] [--idle S] ...            a consumer on every router
     routernet request ADDRESS [--body TEXT] [--timeout S]           one request, its reply
+    routernet console [--listen HOST:PORT] [--detach]   a live web view of the network (console/)
 
 Exit codes: 0 fine; 1 a router failed to start or stop, (up) a leaving router of a Router
 with a store still held nodes when up stopped waiting (left running), (status) is not running,
 (send) a message ended neither accepted nor rejected, (receive) --count was not reached,
-(request) no reply; 2 invalid files or usage (nothing changed); 130 interrupted. The backend
-is local/backend.py (processes, state, status) with local/files.py (reading, validating and planning
-the files); send, receive and request are traffic/.
+(request) no reply, (console) it could not listen; 2 invalid files or usage (nothing
+changed); 130 interrupted. The backend is local/backend.py (processes, state, status) with
+local/files.py (reading, validating and planning the files); send, receive and request are
+traffic/; console is cli/console.py (the command) and console/ (the console).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from router_operator.cli import console
 from router_operator.local import backend as local
+from router_operator.local import console as local_console
 from router_operator.local import handoff as local_handoff
 from router_operator.local.files import InvalidInput, file_signature
 from router_operator.traffic import cli as traffic
@@ -110,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--to", dest="end", metavar="ISO")
     analyze.add_argument("--master", default=None, help="Spark master (default local[*])")
     traffic.add_commands(commands, common)
+    console.add_command(commands, common)
     return parser
 
 
@@ -133,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return traffic.receive(args, PROG)
         if args.command == "request":
             return traffic.request(args, PROG)
+        if args.command == "console":
+            return console.run(args, PROG)
         return down(args.state_dir, args.timeout)
     except InvalidInput as err:
         for line in err.lines:
@@ -241,6 +248,7 @@ def show_status(state_dir: Path, as_json: bool) -> int:
     if report is None:
         print(f"{PROG}: no network in {_shown(state_dir)}; start one with `{PROG} up FILE...`")
         return 1
+    report["console"] = local_console.running_url(state_dir.resolve())
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -253,6 +261,8 @@ def format_status(report: dict[str, Any]) -> str:
     """The status as tables: routers with their connections, then addresses per router, then
     the queues and topics each router hosts."""
     lines = [f"namespace {report['namespace']}, state in {_shown(Path(report['stateDir']))}"]
+    if report.get("console"):
+        lines.append(f"console: {report['console']}")
     rows = []
     for r in report["routers"]:
         # A connection still opening has no peer yet: "?".
@@ -373,6 +383,8 @@ def _declared(address: dict[str, Any]) -> str:
 
 
 def down(state_dir: Path, timeout: float) -> int:
+    if local_console.stop(state_dir.resolve()):
+        print(f"{PROG}: stopped the console")
     stopped = local.down(state_dir, timeout)
     if not stopped.routers:
         print(f"{PROG}: no router running in {_shown(state_dir)}")
