@@ -56,7 +56,7 @@ run: $(STAMP) $(NATIVE)
 test: $(STAMP) $(NATIVE) $(NODE_STAMP) $(HELM)
 	$(BIN)/ruff check .
 	$(BIN)/mypy router
-	$(BIN)/pytest -n 2 -q -rs
+	$(BIN)/pytest -n 2 --dist loadgroup -q -rs
 
 # The end-to-end suite on a real cluster, the one KUBECONFIG names (e2e/conftest.py says what it
 # needs and what it does to the cluster). Not part of `make test`: CI has no cluster.

@@ -115,6 +115,8 @@ PURE = (
     "router_operator.autoscaling.predict",
     "router_operator.autoscaling.scaler",
     "router_operator.rendering",
+    "router_operator.console.view",
+    "router_operator.console.health",
 )
 
 
@@ -200,6 +202,7 @@ OPERATOR_LAYERS = (
     ("router_operator.rendering",),
     ("router_operator.kubernetes", "router_operator.local"),
     ("router_operator.traffic",),
+    ("router_operator.console",),
     ("router_operator.cli",),
 )
 
@@ -222,7 +225,12 @@ def test_operator_packages_import_only_the_layers_below(level: int) -> None:
 def test_the_local_backend_runs_without_kubernetes_clients() -> None:
     """`routernet` runs in the router image, which has neither kopf nor the kubernetes
     package: nothing it loads may import them."""
-    local = ("router_operator.local", "router_operator.traffic", "router_operator.cli")
+    local = (
+        "router_operator.local",
+        "router_operator.traffic",
+        "router_operator.console",
+        "router_operator.cli",
+    )
     assert [
         f"{m} imports {n}"
         for m in sorted(EDGES)

@@ -28,6 +28,8 @@ from proton.utils import BlockingConnection
 
 from router_operator.cli import main as local_cli
 from router_operator.local import backend as local
+from router_operator.local import console as local_console
+from router_operator.local.collector import DATASET_DIR
 
 TIMEOUT = 10.0
 STATE_DIR = ".routernet-run"
@@ -37,6 +39,7 @@ ORDERS_ADDRESS = "orders.eu"
 ORDERS = 100  # from each edge
 JOBS_ADDRESS = "jobs.thumbnails"
 JOBS = 200
+CONSOLE_LISTEN = "127.0.0.1:8080"
 
 
 def routernet(*args: str) -> None:
@@ -294,12 +297,47 @@ def traffic(state_dir: Path, show_status: Callable[[], None]) -> None:
     jobs(routers[edges[0]], routers[edges[-1]], lambda: local.status(state_dir))
 
 
+def telemetry_written(state_dir: Path, since: float, routers: Sequence[str]) -> bool:
+    """Whether the collector has written a window of every router that ended after ``since``:
+    then the windows before it, which hold the demo's traffic, are in the dataset too."""
+    import pyarrow.dataset as ds  # the collector's format; `routernet analyze` reads it too
+
+    path = state_dir / DATASET_DIR / "router"
+    if not path.is_dir():
+        return False
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(
+        columns=["router", "window_end"]
+    )
+    latest: dict[str, float] = {}
+    for row in table.to_pylist():
+        end = row["window_end"].timestamp()
+        latest[row["router"]] = max(end, latest.get(row["router"], end))
+    return all(latest.get(r, 0.0) > since for r in routers)
+
+
+def console(state: list[str]) -> str:
+    """The console in the background, on port 8080 unless something else has it."""
+    for listen in (CONSOLE_LISTEN, "127.0.0.1:0"):
+        started = local_cli.main(["console", *state, "--listen", listen, "--detach"])
+        if started == 0:
+            url = local_console.running_url(Path(state[1]).resolve())
+            if url is not None:
+                return url
+    raise SystemExit("the console did not start (see its log under the state directory)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m router_operator.cli.demo", description=__doc__.splitlines()[0]
     )
     parser.add_argument("files", nargs="*", default=["examples/"], metavar="FILE")
     parser.add_argument("--state-dir", default=STATE_DIR, metavar="DIR")
+    parser.add_argument(
+        "--no-console",
+        dest="console",
+        action="store_false",
+        help="stop the network at the end instead of leaving it running with its console",
+    )
     args = parser.parse_args(argv)
     state = ["--state-dir", args.state_dir]
     # SIGTERM as Ctrl-C: either way the routers are stopped below.
@@ -307,16 +345,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     if Path(args.state_dir).exists():  # a fresh start: addresses from 127.0.0.2 again
         local.down(Path(args.state_dir))
         shutil.rmtree(args.state_dir)
+    leave_running = False
     try:
         routernet("up", *state, *args.files)
         traffic(Path(args.state_dir), lambda: routernet("status", *state))
+        if args.console:
+            ended = time.time()
+            print(f"\n$ routernet console {' '.join(state)} --detach", flush=True)
+            url = console(state)
+            print(f"console: {url}")
+            network = local.State.load(Path(args.state_dir).resolve())
+            routers = sorted(network.pods) if network else []
+            wait_for(
+                "the collector to write the traffic's telemetry",
+                lambda: telemetry_written(Path(args.state_dir), ended, routers),
+            )
+            routernet("analyze", *state)
+            leave_running = True
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the stop
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        routernet("down", *state)
+        if not leave_running:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the stop
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            routernet("down", *state)
+    if leave_running:
+        print(
+            f"\nThe network and its console keep running: open {url} to see the five routers,"
+            f" their links and the traffic.\n`routernet down {' '.join(state)}` stops them"
+            " (`make run` again starts afresh)."
+        )
+        return 0
     routernet("analyze", *state)
     return 0
 

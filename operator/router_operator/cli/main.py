@@ -31,7 +31,6 @@ from typing import Any, NoReturn
 
 from router_operator.cli import console
 from router_operator.local import backend as local
-from router_operator.local import console as local_console
 from router_operator.local import handoff as local_handoff
 from router_operator.local.files import InvalidInput, file_signature
 from router_operator.traffic import cli as traffic
@@ -248,7 +247,6 @@ def show_status(state_dir: Path, as_json: bool) -> int:
     if report is None:
         print(f"{PROG}: no network in {_shown(state_dir)}; start one with `{PROG} up FILE...`")
         return 1
-    report["console"] = local_console.running_url(state_dir.resolve())
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -383,9 +381,9 @@ def _declared(address: dict[str, Any]) -> str:
 
 
 def down(state_dir: Path, timeout: float) -> int:
-    if local_console.stop(state_dir.resolve()):
-        print(f"{PROG}: stopped the console")
     stopped = local.down(state_dir, timeout)
+    if stopped.console:
+        print(f"{PROG}: stopped the console first")
     if not stopped.routers:
         print(f"{PROG}: no router running in {_shown(state_dir)}")
     else:

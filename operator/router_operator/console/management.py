@@ -16,9 +16,9 @@ from proton import Message
 from proton.utils import BlockingConnection, BlockingReceiver, BlockingSender
 
 from router.management.entitytypes import CONTAINER, HOSTED_NODE
+from router_operator.console.view import CONSOLE
 
 PREFIX = "org.apache.qpid.dispatch."
-CONTAINER_ID = "routernet-console"
 
 ENTITIES: dict[str, list[str]] = {
     "router": [
@@ -110,10 +110,11 @@ class ManagementClient:
     def _open(self) -> tuple[BlockingSender, BlockingReceiver]:
         if self._requests is None or self._replies is None:
             conn = BlockingConnection(
-                f"amqp://{self.endpoint}", timeout=self.timeout, container_id=CONTAINER_ID
+                f"amqp://{self.endpoint}", timeout=self.timeout, container_id=CONSOLE
             )
             self._conn = conn
-            self._replies = conn.create_receiver(None, dynamic=True)
+            # Credit for every answer of a round at once: they come back to back.
+            self._replies = conn.create_receiver(None, dynamic=True, credit=2 * len(ENTITIES))
             self._reply_to = self._replies.link.remote_source.address
             self._requests = conn.create_sender("$management")
         return self._requests, self._replies

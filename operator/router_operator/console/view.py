@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.addressing.rules import TokenTree, rule_tokens
 from router.management.entitytypes import CONTAINER, HOSTED_NODE
 from router_operator.console.sources import Declared, Target
 
@@ -26,6 +27,11 @@ Rows = Mapping[str, list[dict[str, Any]]]
 ROUTER_ROLES = ("inter-router", "edge")
 """Connection roles that join two routers; every other connection is a client's."""
 CONTROL_LINK = "router-control"
+CONSOLE = "routernet-console"
+"""The console's own container id (management.py): its questions are not the network's
+traffic, so an idle network shows no rate and no client."""
+UPLINK = "edge.uplink."
+"""The name an edge gives the link its traffic leaves on (router/edges/uplink.py)."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,13 @@ def _router(s: Scrape, before: Counters, now: Counters) -> dict[str, Any]:
     if s.rows is None:
         return entry
     row = (s.rows.get("router") or [{}])[0]
+    ours = _console_connections(s.rows)
     links = s.rows.get("router.link", [])
-    out = sum(lk["deliveryCount"] or 0 for lk in links if _data_out(lk))
+    out = sum(
+        lk["deliveryCount"] or 0
+        for lk in links
+        if _data_out(lk) and str(lk["connectionId"]) not in ours
+    )
     known = [n for n in s.rows.get("router.node", []) if n.get("cost") is not None]
     entry.update(
         {
@@ -146,6 +157,10 @@ def _router(s: Scrape, before: Counters, now: Counters) -> dict[str, Any]:
         }
     )
     return entry
+
+
+def _console_connections(rows: Rows) -> set[str]:
+    return {str(c["identity"]) for c in rows.get("connection", []) if c.get("container") == CONSOLE}
 
 
 def _data_out(link: Mapping[str, Any]) -> bool:
@@ -175,6 +190,11 @@ def _links(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list[d
             continue
         costs = {n["id"]: n.get("cost") for n in s.rows.get("router.node", [])}
         totals = _per_connection(s.rows)
+        uplinks = {
+            str(lk["connectionId"])
+            for lk in s.rows.get("router.link", [])
+            if lk["linkDir"] == "out" and str(lk.get("linkName") or "").startswith(UPLINK)
+        }
         for c in s.rows.get("connection", []):
             peer = c.get("container")
             if c["role"] not in ROUTER_ROLES or not peer:
@@ -191,15 +211,18 @@ def _links(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list[d
                     "connectionIds": [],
                     "peerKnown": b in known and a in known,
                     "connector": None,
+                    "uplink": False,
                 },
             )
+            if str(c["identity"]) in uplinks:
+                link["uplink"] = True  # the edge's own word: its traffic leaves this way
             link["connectionIds"].append(f"{s.target.id}/{c['identity']}")
             if c["dir"] == "out":
                 link["connector"] = s.target.id  # who dialled: the side whose config has it
             cost = costs.get(peer)
             if cost is not None:
                 link["cost"] = cost if link["cost"] is None else min(link["cost"], cost)
-            sent = totals.get(str(c["identity"]), {}).get("out")
+            sent = totals.get(str(c["identity"]), {}).get("out", 0)
             rate = before.rate(now, ("link", s.target.id, str(c["identity"])), sent, s.at)
             rates = link["msgsPerSecond"]
             rates[s.target.id] = _sum([rates[s.target.id], rate])
@@ -223,7 +246,7 @@ def _clients(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list
             continue
         totals = _per_connection(s.rows)
         for c in s.rows.get("connection", []):
-            if c["role"] in ROUTER_ROLES:
+            if c["role"] in ROUTER_ROLES or c.get("container") == CONSOLE:
                 continue
             ident = str(c["identity"])
             t = totals.get(ident, {"out": 0, "in": 0, "links": 0})
@@ -249,7 +272,7 @@ def _clients(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list
 def _addresses(
     scrapes: Sequence[Scrape], declared: Declared, before: Counters, now: Counters
 ) -> list[dict[str, Any]]:
-    rules = {a["key"]: a for a in declared.addresses}
+    rules = declared_rules(declared)
     found: dict[str, dict[str, Any]] = {}
     for s in scrapes:
         if s.rows is None:
@@ -273,7 +296,7 @@ def _addresses(
                     "address": address,
                     "internal": internal(address),
                     "distribution": a["distribution"],
-                    "declared": _declared_rule(rules, address),
+                    "declared": rules.find(address),
                     "routers": [],
                 },
             )
@@ -307,35 +330,34 @@ def _addresses(
     return sorted(found.values(), key=lambda a: a["address"])
 
 
-def _declared_rule(rules: Mapping[str, dict[str, Any]], address: str) -> dict[str, Any] | None:
-    """The declared Address whose key is the address or the longest prefix of it by tokens."""
-    matching = [
-        rule
-        for key, rule in rules.items()
-        if address == key or address.startswith((key + ".", key + "/"))
-    ]
-    return max(matching, key=lambda rule: len(rule["key"]), default=None)
+def declared_rules(declared: Declared) -> TokenTree[dict[str, Any]]:
+    """The declared Addresses by their prefix or pattern, matched as the routers match them
+    (router/addressing/rules.py: a prefix by whole tokens, ``*`` and ``#`` in patterns)."""
+    tree: TokenTree[dict[str, Any]] = TokenTree()
+    for a in declared.addresses:
+        if a.get("prefix") or a.get("pattern"):
+            tree.add(rule_tokens(a.get("prefix"), a.get("pattern")), a)
+    return tree
 
 
 def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]]:
     """Queues and topics with their host's counts; an outbox (``/outbox/<dlq>``) holds dead
     letters on their way to another router's node."""
-    dead_letter_to = {
-        a["key"]: (a.get("node") or {}).get("deadLetterAddress") for a in declared.addresses
-    }
+    rules = declared_rules(declared)
     result = []
     for s in scrapes:
         if s.rows is None:
             continue
         for n in s.rows.get(HOSTED_NODE, []):
             name = n["name"]
-            rule = _declared_rule({k: {"key": k} for k in dead_letter_to}, name)
+            outbox = name.startswith("/outbox/")
+            rule = None if outbox else rules.find(name)
             result.append(
                 {
                     "name": name,
                     "type": n.get("nodeType"),
                     "router": n.get("router") or s.target.id,
-                    "outbox": name.startswith("/outbox/"),
+                    "outbox": outbox,
                     "depth": n.get("depth") or 0,
                     "bytes": n.get("bytes") or 0,
                     "consumers": n.get("consumers") or 0,
@@ -345,7 +367,7 @@ def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]
                     "deadLettered": n.get("deadLettered") or 0,
                     "expired": n.get("expired") or 0,
                     "durable": n.get("durable"),
-                    "deadLetterAddress": dead_letter_to.get(rule["key"]) if rule else None,
+                    "deadLetterAddress": ((rule or {}).get("node") or {}).get("deadLetterAddress"),
                 }
             )
     return sorted(result, key=lambda n: (n["name"], n["router"]))
@@ -373,7 +395,7 @@ def _containers(scrapes: Sequence[Scrape]) -> list[dict[str, Any]]:
             for s in scrapes
             if s.rows is not None
             for c in s.rows.get(CONTAINER, [])
-            if str(c.get("location", "")).startswith("connection ")
+            if str(c.get("location", "")).startswith("connection ") and c["containerId"] != CONSOLE
         ),
         key=lambda c: (c["container"], c["router"]),
     )

@@ -58,6 +58,7 @@ from typing import Any
 
 from router.config.models import RouterConfig
 from router_operator.local import collector as local_collector
+from router_operator.local import console as local_console
 from router_operator.local import handoff as local_handoff
 from router_operator.local import scaler_control
 from router_operator.local.collector import LocalCollector
@@ -776,6 +777,7 @@ class Stopped:
     killed: list[str]
     collectors: list[str]
     autoscaler: bool = False
+    console: bool = False
 
 
 def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
@@ -784,8 +786,9 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
     state_dir = state_dir.resolve()
     if not state_dir.is_dir():
         return Stopped([], [], [])
-    # The autoscaler first, so that it starts no router while they stop (and outside the lock:
-    # it may be waiting for it to scale).
+    # The console first: it would only show the routers going. Then the autoscaler, so that it
+    # starts no router while they stop (and outside the lock: it may be waiting for it to scale).
+    console = local_console.stop(state_dir)
     autoscaler = scaler_control.stop(state_dir)
     with _locked(state_dir / "lock"):
         state = State.load(state_dir) or State()
@@ -809,7 +812,7 @@ def down(state_dir: Path, timeout: float = STOP_TIMEOUT) -> Stopped:
         networks = local_collector.known_networks(state_dir, state.collectors)
         collectors = [n for n in networks if local_collector.running_pid(state_dir, n)]
         local_collector.stop(state_dir, networks)
-        return Stopped(stopped, killed, collectors, autoscaler)
+        return Stopped(stopped, killed, collectors, autoscaler, console)
 
 
 CONNECTION_ATTRIBUTES = ["identity", "container", "role", "dir", "host"]
@@ -900,6 +903,7 @@ def status(state_dir: Path, timeout: float = MANAGEMENT_TIMEOUT) -> dict[str, An
         "routers": routers,
         "collectors": local_collector.status(state_dir, state.collectors),
         "autoscaler": scaler_control.status(state_dir),
+        "console": local_console.running_url(state_dir),
         "addresses": [a for net in networks.values() for a in net["addresses"]],
         "linkRoutes": [lr for net in networks.values() for lr in net["linkRoutes"]],
         "nodes": sorted(nodes, key=lambda n: (n["name"], n["router"])),
