@@ -241,6 +241,25 @@ def test_a_refused_list_keeps_the_last_one_and_says_so_once(
     assert ks.errors == {}
 
 
+def test_an_api_server_that_does_not_answer_is_asked_once_per_refresh(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each list would wait for its timeout: after the first, the others keep theirs."""
+    ks, cluster, clock = source(None)
+    before = ks.targets()
+
+    def unanswered(*args: Any, **kwargs: Any) -> Any:
+        cluster.requests.append((args[1], {}))
+        raise KubeApiError(0, "TimeoutError", "timed out")
+
+    cluster.request = unanswered  # type: ignore[method-assign]
+    cluster.requests.clear()
+    clock.now += kubesource.MAX_AGE
+    assert ks.targets() == before
+    assert len(cluster.requests) == 1
+    assert "listing routers: TimeoutError: timed out" in capsys.readouterr().err
+
+
 def test_nothing_listed_yet_and_refused_is_no_routers() -> None:
     ks, cluster, _ = source(None)
     cluster.refused.add("routers")

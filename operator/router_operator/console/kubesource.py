@@ -321,6 +321,8 @@ class KubernetesSource:
         """What the API last refused, by list: shown once each on standard error."""
         self._cache = _Cache()
         self._lock = threading.Lock()
+        self._unanswered = False
+        """The API server did not answer a list of this refresh: the others are not asked."""
 
     # The Source protocol.
 
@@ -374,6 +376,7 @@ class KubernetesSource:
             if cache.at is not None and now - cache.at < self.max_age:
                 return cache.snapshot, cache
             old = cache.snapshot
+            self._unanswered = False
             snapshot = Snapshot(
                 routers=self._list("routers", f"/apis/{GROUP}/{VERSION}", "routers", old.routers),
                 pods=self._list("pods", "/api/v1", "pods", old.pods, ROUTER_POD_SELECTOR),
@@ -402,7 +405,10 @@ class KubernetesSource:
         last: tuple[Mapping[str, Any], ...],
         selector: str | None = None,
     ) -> tuple[Mapping[str, Any], ...]:
-        """Every object of a kind in the namespaces, or ``last`` when the API refuses one."""
+        """Every object of a kind in the namespaces, or ``last`` when the API refuses one (or
+        did not answer the lists before: each would wait for its timeout too)."""
+        if self._unanswered:
+            return last
         query = {"labelSelector": selector} if selector else {}
         paths = (
             [f"{prefix}/{plural}"]
@@ -415,6 +421,7 @@ class KubernetesSource:
                 answer = self.cluster.request("GET", path, query=query, timeout=10.0) or {}
                 items += answer.get("items") or []
         except KubeApiError as err:
+            self._unanswered = err.status == 0
             self._failed(what, f"listing {what}: {err}")
             return last
         self._failed(what, None)
