@@ -74,6 +74,23 @@ SCENARIOS: dict[str, list[str]] = {
         "recommend.image.tag=v2",
     ],
     "spark-namespaces": ["spark.enabled=true", "spark.namespaces={messaging}"],
+    "console": ["console.enabled=true", "console.auth.basic.existingSecret=console-users"],
+    "console-token": [
+        "console.enabled=true",
+        "console.auth.type=tokenReview",
+        "console.namespaces={messaging,routernet-system}",
+    ],
+    "console-none": [
+        "console.enabled=true",
+        "console.auth.type=none",
+        "console.interval=5",
+        "console.ingress.enabled=true",
+        "console.ingress.host=console.example.com",
+        "console.ingress.className=nginx",
+        "console.ingress.tls[0].secretName=console-tls",
+        "console.ingress.tls[0].hosts[0]=console.example.com",
+    ],
+    "console-namespace": ["console.enabled=true", "console.auth.type=none", "rbac.scope=namespace"],
 }
 
 
@@ -124,7 +141,9 @@ def container(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["lint", "lint-strict"])
-@pytest.mark.parametrize("scenario", ["cluster", "namespace", "servicemonitor", "podmonitor"])
+@pytest.mark.parametrize(
+    "scenario", ["cluster", "namespace", "servicemonitor", "podmonitor", "console", "console-none"]
+)
 def test_helm_lint(scenario: str, strict: bool) -> None:
     args = ["lint", str(CHART), "--namespace", NAMESPACE, *set_args(SCENARIOS[scenario])]
     if strict:
@@ -553,3 +572,223 @@ def test_notes(scenario: str) -> None:
     else:
         assert "It watches namespace messaging only." in notes
         assert "kubectl -n messaging apply" in notes
+
+
+# --- the network console (console.enabled) ---------------------------------------------------
+
+CONSOLE = f"{RELEASE}-routernet-console"
+
+
+def console_docs(scenario: str) -> tuple[dict[str, Any], ...]:
+    return tuple(d for d in render(scenario) if d["metadata"]["name"].startswith(CONSOLE))
+
+
+def console_container(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    [deployment] = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == CONSOLE]
+    [c] = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def test_the_console_is_off_unless_asked() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["console"]["enabled"] is False
+    assert values["console"]["auth"]["type"] == "basic"
+    for scenario in SCENARIOS:
+        if not scenario.startswith("console"):
+            assert console_docs(scenario) == (), scenario
+
+
+def test_the_console_with_basic_auth_from_a_secret() -> None:
+    docs = render("console")
+    mine = console_docs("console")
+    assert sorted(d["kind"] for d in mine) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+    ]
+    [deployment] = by_kind(mine, "Deployment")
+    pod = deployment["spec"]["template"]
+    c = console_container(mine)
+    # The operator image has routernet and python-qpid-proton.
+    assert c["image"] == "routernet/operator:0.1.0"
+    assert c["command"] == ["routernet", "console", "--kubernetes"]
+    assert c["args"] == [
+        "--listen=0.0.0.0:8080",
+        "--interval=2",
+        "--basic-auth=/etc/routernet-console/auth",
+    ]
+    # The users file: the Secret's key auth, read-only, readable by the console's group only.
+    [users] = [v for v in pod["spec"]["volumes"] if v["name"] == "users"]
+    assert users["secret"] == {
+        "secretName": "console-users",
+        "items": [{"key": "auth", "path": "auth"}],
+        "defaultMode": 0o440,
+    }
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "users")
+    assert mount == {"name": "users", "mountPath": "/etc/routernet-console", "readOnly": True}
+    assert pod["spec"]["securityContext"]["fsGroup"] == 10001
+    # Probes on /healthz, which answers without credentials.
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"http": 8080}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    # Locked down as the operator is.
+    operator_pod = one(render("cluster"), "Deployment")["spec"]["template"]["spec"]
+    assert c["securityContext"] == container(render("cluster"))["securityContext"]
+    assert operator_pod["securityContext"].items() <= pod["spec"]["securityContext"].items()
+    assert c["resources"]["limits"]["memory"]
+    assert pod["spec"]["serviceAccountName"] == CONSOLE
+    # Its Service selects its pod, and neither the operator's selector nor the router pods'
+    # PodMonitor selector matches it (nor the console's the operator's pod).
+    [service] = by_kind(mine, "Service")
+    labels = pod["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}
+    ]
+    operator = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] != CONSOLE)
+    assert not operator["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    operator_labels = operator["spec"]["template"]["metadata"]["labels"]
+    assert not deployment["spec"]["selector"]["matchLabels"].items() <= operator_labels.items()
+    assert labels["app.kubernetes.io/component"] == "console"
+    assert not [d for d in docs if d["kind"] == "Ingress"]
+
+
+def test_the_console_without_its_users_secret_is_refused() -> None:
+    """No default password: basic auth (the default) needs a Secret named."""
+    result = helm(
+        "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--set", "console.enabled=true",
+    )  # fmt: skip
+    assert result.returncode != 0, result.stdout
+    assert "console.auth.basic.existingSecret is required" in result.stderr, result.stderr
+    assert "no default password" in result.stderr
+
+
+CONSOLE_READS = {
+    "routernet.io/routers": {"get", "list", "watch"},
+    "routernet.io/addresses": {"get", "list", "watch"},
+    "routernet.io/linkroutes": {"get", "list", "watch"},
+    "pods": {"get", "list", "watch"},
+    "pods/log": {"get"},
+    "apps/statefulsets": {"get", "list", "watch"},
+}
+
+
+def test_the_console_reads_what_its_source_asks_for_and_writes_nothing() -> None:
+    """Its role grants exactly the lists the Kubernetes source makes and the logs it tails."""
+    from test_console_kubesource import source
+
+    [role] = by_kind(console_docs("console"), "ClusterRole")
+    granted = rules_by_resource(role)
+    assert granted == CONSOLE_READS
+    ks, cluster, _ = source(None)
+    ks.log_tail(ks.targets()[0], 5)
+    for path, _query in cluster.requests:
+        parts = path.strip("/").split("/")
+        if parts[-1] == "log":
+            key, verb = "pods/log", "get"
+        else:
+            group = "" if parts[0] == "api" else parts[1]
+            key, verb = (f"{group}/{parts[-1]}" if group else parts[-1]), "list"
+        assert verb in granted.get(key, set()), path
+    [binding] = by_kind(console_docs("console"), "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == CONSOLE
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": CONSOLE, "namespace": NAMESPACE}
+    ]
+
+
+def test_the_console_with_token_review_in_some_namespaces() -> None:
+    mine = console_docs("console-token")
+    args = console_container(mine)["args"]
+    assert args[-3:] == ["--namespace=messaging", "--namespace=routernet-system", "--token-review"]
+    # A Role and RoleBinding in each namespace shown, no ClusterRole.
+    roles = by_kind(mine, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["messaging", NAMESPACE]
+    assert all(rules_by_resource(r) == CONSOLE_READS for r in roles)
+    bindings = by_kind(mine, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["messaging", NAMESPACE]
+    assert not by_kind(mine, "ClusterRole")
+    # TokenReview and SubjectAccessReview: system:auth-delegator, cluster-wide.
+    [delegator] = by_kind(mine, "ClusterRoleBinding")
+    assert delegator["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "system:auth-delegator",
+    }
+    assert delegator["subjects"] == [
+        {"kind": "ServiceAccount", "name": CONSOLE, "namespace": NAMESPACE}
+    ]
+    # No users file.
+    assert not any(m["name"] == "users" for m in console_container(mine)["volumeMounts"])
+
+
+def test_the_console_anonymous_on_purpose_behind_an_ingress() -> None:
+    mine = console_docs("console-none")
+    assert console_container(mine)["args"] == [
+        "--listen=0.0.0.0:8080",
+        "--interval=5",
+        "--anonymous",
+    ]
+    assert not [
+        b for b in by_kind(mine, "ClusterRoleBinding") if "auth-delegator" in b["metadata"]["name"]
+    ]
+    [ingress] = by_kind(mine, "Ingress")
+    spec = ingress["spec"]
+    assert spec["ingressClassName"] == "nginx"
+    assert spec["tls"] == [{"secretName": "console-tls", "hosts": ["console.example.com"]}]
+    [rule] = spec["rules"]
+    assert rule["host"] == "console.example.com"
+    [path] = rule["http"]["paths"]
+    assert path["backend"] == {"service": {"name": CONSOLE, "port": {"name": "http"}}}
+
+
+def test_the_console_with_the_operators_namespace_scope() -> None:
+    mine = console_docs("console-namespace")
+    assert "--namespace=routernet-system" in console_container(mine)["args"]
+    [role] = by_kind(mine, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert not by_kind(mine, "ClusterRole") and not by_kind(mine, "ClusterRoleBinding")
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        (["console.auth.type=ldap"], "/console/auth/type"),
+        (["console.namespaces={Not_A_Namespace}"], "/console/namespaces/0"),
+        (["console.interval=0"], "/console/interval"),
+        (["console.service.type=ExternalName"], "/console/service/type"),
+        (["console.ingress.tls[0].secret=x"], "secret"),
+        (["console.replicas=2"], "replicas"),
+    ],
+)
+def test_schema_rejects_bad_console_values(values: list[str], complaint: str) -> None:
+    result = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *set_args(values))
+    assert result.returncode != 0, result.stdout
+    assert "schema" in result.stderr, result.stderr
+    assert complaint in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("scenario", ["console", "console-token"])
+def test_notes_say_how_to_reach_the_console(scenario: str) -> None:
+    result = helm(
+        "install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE,
+        *set_args(SCENARIOS[scenario]),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.partition("NOTES:")[2]
+    assert f"kubectl -n {NAMESPACE} port-forward svc/{CONSOLE} 8080:8080" in notes
+    if scenario == "console":
+        assert "shows the Routers of every namespace" in notes
+        assert "Secret console-users" in notes
+    else:
+        assert f"namespace(s) messaging, {NAMESPACE}" in notes
+        assert "Authorization: Bearer" in notes
+    assert (
+        "console"
+        not in helm(
+            "install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE
+        ).stdout.partition("NOTES:")[2]
+    )

@@ -45,6 +45,13 @@ class FakeApiServer:
                     }
                 )
                 status, answer = server.answers.get(self.path.split("?")[0], (404, None))
+                if isinstance(answer, bytes):  # a pod's log: plain text
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                    return
                 if isinstance(answer, list):  # a watch: chunked JSON lines
                     self.send_response(status)
                     self.send_header("Transfer-Encoding", "chunked")
@@ -186,6 +193,23 @@ def test_a_refusal_says_status_reason_and_message(api: FakeApiServer, pki: Pki) 
     with pytest.raises(kubeapi.KubeApiError) as forbidden:
         cluster.request("PATCH", "/api/v1/namespaces/ns/pods/r-0", body={})
     assert str(forbidden.value) == "403 Forbidden: the message of a 403"
+
+
+def test_a_pods_log_comes_as_text(api: FakeApiServer, pki: Pki) -> None:
+    """The log API answers text/plain (the console shows a router's last lines)."""
+    cluster = kubeapi.Cluster(api.url, ssl.create_default_context(cafile=str(pki.ca)), "t")
+    path = "/api/v1/namespaces/ns/pods/r-0/log"
+    api.answers[path] = (200, b'router.ready\n{"not": "json"} caf\xc3\xa9 \xff\n')
+    text = cluster.request_text(path, query={"tailLines": "2", "container": "router"})
+    assert text == 'router.ready\n{"not": "json"} caf\u00e9 \ufffd\n'
+    [asked] = api.requests
+    assert asked["method"] == "GET"
+    assert asked["path"] == f"{path}?tailLines=2&container=router"
+    assert asked["headers"]["Accept"].startswith("text/plain")
+    assert asked["headers"]["Authorization"] == "Bearer t"
+    api.answers[path] = (400, None)  # the container is waiting to start
+    with pytest.raises(kubeapi.KubeApiError, match="400 Bad Request: the message of a 400"):
+        cluster.request_text(path)
 
 
 def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> Path:

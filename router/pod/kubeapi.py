@@ -1,5 +1,7 @@
 """The Kubernetes API as a router pod uses it: a list and a watch of its ConfigMap
-(router/config/sync.py) and a merge patch of its own Pod (router/pod/status.py).
+(router/config/sync.py) and a merge patch of its own Pod (router/pod/status.py); and as the
+network console (router_operator/console/kubesource.py) uses it, in the same images: lists of
+Routers and their pods, and a pod's log, which the API serves as plain text.
 
 On the standard library, not the kubernetes package: importing that client (every model of
 every API group) cost a router pod 55 MiB on top of its 33, and put 40 MB of packages into the
@@ -83,9 +85,10 @@ class Cluster:
         body: Any,
         content_type: str | None,
         timeout: float,
+        accept: str = "application/json",
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         connection, prefix = self._connection(timeout)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         authorization = self.authorization()
         if authorization:
             headers["Authorization"] = authorization
@@ -125,6 +128,22 @@ class Cluster:
         finally:
             connection.close()
         return json.loads(text) if text else None
+
+    def request_text(
+        self, path: str, *, query: Mapping[str, str] | None = None, timeout: float = 30.0
+    ) -> str:
+        """A GET whose answer is text, not JSON: a pod's log (``.../pods/<name>/log``). Bytes
+        that are not UTF-8 (a program's stray output) are replaced, not an error."""
+        connection, response = self._send(
+            "GET", path, query or {}, None, None, timeout, accept="text/plain, */*"
+        )
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException) as err:
+            raise KubeApiError(0, type(err).__name__, str(err)) from err
+        finally:
+            connection.close()
+        return data.decode("utf-8", "replace")
 
     def watch(
         self, path: str, *, query: Mapping[str, str], timeout: float

@@ -54,3 +54,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "routernet.image" -}}
 {{- printf "%s:%s" .image.repository (default .appVersion .image.tag) }}
 {{- end }}
+
+{{/* The console's objects (console.enabled): its Deployment, Service, ServiceAccount, RBAC. */}}
+{{- define "routernet.consoleName" -}}
+{{- printf "%s-console" (include "routernet.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels that select the console's pod: component console, apart from the operator's (and
+from router pods, whose component is router). */}}
+{{- define "routernet.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "routernet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: console
+{{- end }}
+
+{{- define "routernet.consoleLabels" -}}
+helm.sh/chart: {{ include "routernet.chart" . }}
+{{ include "routernet.consoleSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: routernet
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The namespaces whose Routers the console shows, comma-separated: console.namespaces, or
+with rbac.scope=namespace the operator's; empty: every namespace. */}}
+{{- define "routernet.consoleNamespaces" -}}
+{{- if .Values.console.namespaces }}
+{{- join "," (uniq .Values.console.namespaces) }}
+{{- else if eq .Values.rbac.scope "namespace" }}
+{{- include "routernet.watchNamespace" . }}
+{{- end }}
+{{- end }}

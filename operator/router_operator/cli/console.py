@@ -3,7 +3,8 @@ machine, or, with ``--kubernetes``, for the networks the operator manages (the c
 Deployment runs it so).
 
     routernet console [--state-dir S] [--listen HOST:PORT] [--detach]
-    routernet console --kubernetes [--namespace NS] --basic-auth FILE | --token-review | --anonymous
+    routernet console --kubernetes [--namespace NS]... --basic-auth FILE | --token-review
+        | --anonymous
 
 A console on a loopback address is open to this machine's users; anywhere else it needs
 ``--basic-auth`` or ``--token-review``, or ``--anonymous`` said out loud.
@@ -66,7 +67,10 @@ def add_command(commands: Any, common: argparse.ArgumentParser) -> None:
         help="the Routers of the cluster (in a pod: its service account; else KUBECONFIG)",
     )
     console.add_argument(
-        "--namespace", metavar="NS", help="with --kubernetes: only this namespace's Routers"
+        "--namespace",
+        metavar="NS",
+        action="append",
+        help="with --kubernetes: only this namespace's Routers (again for more; default: all)",
     )
 
 

@@ -5,9 +5,9 @@ console on loopback, which only this machine's users reach (``routernet console`
 - ``BasicAuth``: user names and passwords from a file of ``user:password`` lines (the chart
   mounts a Secret's ``auth`` key there), compared in constant time.
 - ``TokenReviewAuth``: a bearer token, checked with the API server's TokenReview; the user it
-  names must then be allowed to ``list`` Routers in the namespace (a SubjectAccessReview), so
-  the console shows no more than ``kubectl get routers`` would. Answers are kept for a minute:
-  a page polls every few seconds.
+  names must then be allowed to ``list`` Routers in each namespace the console shows (a
+  SubjectAccessReview each; everywhere when it shows all), so the console shows no more than
+  ``kubectl get routers`` would. Answers are kept for a minute: a page polls every few seconds.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import binascii
 import hmac
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from router.pod.kubeapi import Cluster, KubeApiError
 from router_operator.resources.models import GROUP
@@ -91,11 +91,13 @@ class TokenReviewAuth:
     def __init__(
         self,
         cluster: Cluster,
-        namespace: str | None,
+        namespace: str | Sequence[str] | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
-        self.namespace = namespace
+        if isinstance(namespace, str):
+            namespace = [namespace]
+        self.namespaces: tuple[str | None, ...] = tuple(namespace or ()) or (None,)
         """Where the user must be allowed to list Routers; None: in every namespace."""
         self.clock = clock
         self._cache: dict[str, tuple[float, str | None]] = {}
@@ -137,9 +139,15 @@ class TokenReviewAuth:
         name = info.get("username")
         if not name:
             return None
+        for namespace in self.namespaces:
+            if not self._may_list_routers(info, namespace):
+                return None
+        return str(name)
+
+    def _may_list_routers(self, info: dict[str, Any], namespace: str | None) -> bool:
         attributes = {"verb": "list", "group": GROUP, "resource": "routers"}
-        if self.namespace:
-            attributes["namespace"] = self.namespace
+        if namespace:
+            attributes["namespace"] = namespace
         access = self.cluster.request(
             "POST",
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
@@ -147,7 +155,7 @@ class TokenReviewAuth:
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SubjectAccessReview",
                 "spec": {
-                    "user": name,
+                    "user": info["username"],
                     "groups": info.get("groups") or [],
                     "uid": info.get("uid") or "",
                     "extra": info.get("extra") or {},
@@ -155,5 +163,4 @@ class TokenReviewAuth:
                 },
             },
         )
-        allowed = bool(((access or {}).get("status") or {}).get("allowed"))
-        return str(name) if allowed else None
+        return bool(((access or {}).get("status") or {}).get("allowed"))

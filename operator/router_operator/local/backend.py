@@ -614,7 +614,7 @@ def _run(
     for item in planned.declared:
         state.resources.setdefault(item.kind, {})[item.name] = item.stored()
     state.pods = {pod.name: pod.record() for pod in pods}
-    state.networks = {name: _network_summary(net) for name, net in plan.networks.items()}
+    state.networks = {name: network_summary(net) for name, net in plan.networks.items()}
     state.save(state_dir)
 
     for pod in pods:
@@ -711,7 +711,10 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _network_summary(network: Any) -> dict[str, Any]:
+def network_summary(network: Any) -> dict[str, Any]:
+    """A planned network's connections, addresses and link routes as the state file keeps them
+    (``status`` shows them); the console's sources declare them in this shape, here and on
+    Kubernetes (console/kubesource.py), so its pages read one shape."""
     return {
         "connections": [
             {"from": c.dialer, "to": c.listener, "role": c.role, "uplink": c.uplink}
