@@ -374,16 +374,24 @@ def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]
 
 
 def _link_routes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]]:
-    """Each declared link route with the routers where its container is connected now."""
-    active: dict[str, list[str]] = {}
+    """Each declared link route with the routers where its container is connected now (their
+    ``linkRoute`` rows active)."""
+    active: dict[tuple[str | None, str | None], set[str]] = {}
     for s in scrapes:
         for lr in (s.rows or {}).get("router.config.linkRoute", []):
             if lr.get("operStatus") == "active":
-                key = lr.get("prefix") or lr.get("pattern") or ""
-                active.setdefault(key, []).append(s.target.id)
+                key = (lr.get("prefix"), lr.get("pattern"))
+                active.setdefault(key, set()).add(s.target.id)
     return [
-        {**lr, "activeOn": sorted(set(active.get(lr["key"], [])))} for lr in declared.link_routes
+        {**lr, "activeOn": sorted(active.get(_prefix_or_pattern(lr["key"]), set()))}
+        for lr in declared.link_routes
     ]
+
+
+def _prefix_or_pattern(key: str) -> tuple[str | None, str | None]:
+    """A declared key (``prefix:db``, ``pattern:db.*``) as a linkRoute row has it."""
+    kind, _, text = key.partition(":")
+    return (text, None) if kind == "prefix" else (None, text)
 
 
 def _containers(scrapes: Sequence[Scrape]) -> list[dict[str, Any]]:
