@@ -5,7 +5,8 @@ Five suites: `one-router` (1 sender → 1 receiver through one router, against p
 router, what telemetry costs), `nodes` (a queue the routers host, durable and not, through the
 network and on its host, against RabbitMQ's classic and quorum queues; recovery of a million
 messages after `kill -9`), `collector` (telemetry records per second into Parquet, through a
-router) and `autoscaling` (time to scale out under load, messages lost scaling in). Exits 1
+router), `autoscaling` (time to scale out under load, messages lost scaling in) and `console`
+(what a 50-router network costs the network console and a browser loading its pages). Exits 1
 if any scenario failed, after still writing what the others measured.
 """
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import autoscaling, collector, network, nodes, one_router
+from bench import autoscaling, collector, console, network, nodes, one_router
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
 
@@ -26,7 +27,7 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network", "nodes", "collector", "autoscaling")
+SUITES = ("one-router", "network", "nodes", "collector", "autoscaling", "console")
 
 
 def _positive(kind: type[int] | type[float]) -> Any:
@@ -106,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
-    if suite in ("nodes", "collector", "autoscaling"):
+    if suite in ("nodes", "collector", "autoscaling", "console"):
         return RESULTS_DIR / f"{suite}.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
@@ -117,6 +118,7 @@ def _markdown(results: dict[str, Any]) -> str:
         "nodes": nodes,
         "collector": collector,
         "autoscaling": autoscaling,
+        "console": console,
     }
     return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
@@ -141,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": list(nodes.SCENARIOS),
         "collector": list(collector.SCENARIOS),
         "autoscaling": list(autoscaling.SCENARIOS),
+        "console": list(console.SCENARIOS),
     }
     by_default = {
         "autoscaling": list(autoscaling.SCENARIOS),
@@ -148,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "network": list(network.SCENARIOS),
         "nodes": list(nodes.SCENARIOS),
         "collector": list(collector.SCENARIOS),
+        "console": list(console.SCENARIOS),
     }
     suites = list(SUITES) if suite == "all" else [suite]
     names = args.scenarios.split(",") if args.scenarios else None
@@ -168,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         QUICK_LATENCY_SECONDS if args.quick else DEFAULT_LATENCY_SECONDS
     )
     clients = None
-    if set(suites) - {"collector"}:  # the collector suite sends with Python clients
+    if set(suites) - {"collector", "console"}:  # these two send with no C clients
         try:
             clients = build(broker=args.via == "broker")
         except BenchError as e:
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         elif s == "autoscaling":
             assert clients is not None
             results = autoscaling.run(clients, chosen)
+        elif s == "console":
+            results = console.run(chosen)
         elif s == "one-router":
             assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}

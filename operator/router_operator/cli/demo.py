@@ -6,8 +6,11 @@ as AMQP Management works); a reading published on an interior reaches subscriber
 and on both edges, one copy each (the examples declare that address multicast). `routernet
 status`, while the subscribers are still attached, shows the connections and where the network
 knows consumers; 200 durable jobs sent to a queue the network hosts wait there, with no worker
-attached, until a worker on the other edge takes them; `routernet down` stops every router,
-whatever happened before (Ctrl-C included).
+attached, until a worker on the other edge takes them. Then `routernet analyze` once the
+collector has written the traffic's telemetry, and the network is left running with its console
+(`routernet console --detach`) for the user to open; `routernet down` stops both. A run that
+fails or is interrupted stops every router itself (Ctrl-C included), as `--no-console` does at
+the end.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ ORDERS = 100  # from each edge
 JOBS_ADDRESS = "jobs.thumbnails"
 JOBS = 200
 CONSOLE_LISTEN = "127.0.0.1:8080"
+# A router sends a window's records as it closes (every 10 s in examples/), the collector
+# writes what it holds at least every 10 s: the traffic's last window is on disk within 20 s.
+TELEMETRY_TIMEOUT = 60.0
 
 
 def routernet(*args: str) -> None:
@@ -233,12 +239,12 @@ def jobs(sender: dict[str, Any], worker: dict[str, Any], report: Callable[[], An
     print(f"  a worker on {worker['id']} took all {JOBS}, in order")
 
 
-def wait_for(what: str, check: Callable[[], Any]) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
     """Polls ``check`` until it returns something true, and returns that."""
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + timeout
     while not (result := check()):
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {TIMEOUT:g} s waiting for {what}")
+            raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.1)
     return result
 
@@ -350,17 +356,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         routernet("up", *state, *args.files)
         traffic(Path(args.state_dir), lambda: routernet("status", *state))
         if args.console:
+            # The analysis first, while the routers run: the console's questions to the routers
+            # would be in it otherwise, as traffic to reply addresses.
             ended = time.time()
-            print(f"\n$ routernet console {' '.join(state)} --detach", flush=True)
-            url = console(state)
-            print(f"console: {url}")
             network = local.State.load(Path(args.state_dir).resolve())
             routers = sorted(network.pods) if network else []
+            print("\nwaiting for the collector to write the last telemetry window of the traffic")
             wait_for(
                 "the collector to write the traffic's telemetry",
                 lambda: telemetry_written(Path(args.state_dir), ended, routers),
+                TELEMETRY_TIMEOUT,
             )
             routernet("analyze", *state)
+            print(f"\n$ routernet console {' '.join(state)} --detach", flush=True)
+            url = console(state)
             leave_running = True
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

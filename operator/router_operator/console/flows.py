@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.dynamic_addresses import DYNAMIC, DYNAMIC_SHOWN
 from router.telemetry.schema import FLOW_COUNTS, LATENCY_BUCKETS, histogram_quantile
 
 MS_PER_HOUR = 3_600_000
@@ -135,8 +136,11 @@ def summarize(flows: Sequence[Flow], start_ms: int, end_ms: int) -> dict[str, An
     paths: dict[tuple[str, str, str | None, str | None], tuple[list[int], list[int]]] = {}
     for f in flows:
         cell = cells.setdefault((f.ingress, f.egress), [0] * len(FLOW_COUNTS))
+        # Reply addresses (the console's own management answers among them) are one each: one
+        # row for all of them, as the pipeline's report shows them.
+        address = DYNAMIC_SHOWN if DYNAMIC.match(f.address) else f.address
         path, hist = paths.setdefault(
-            (f.address, f.ingress, f.egress, f.node_leg),
+            (address, f.ingress, f.egress, f.node_leg),
             ([0] * len(FLOW_COUNTS), [0] * LATENCY_BUCKETS),
         )
         for i, value in enumerate(f.counts):
