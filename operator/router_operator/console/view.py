@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.addressing.rules import TokenTree, rule_tokens
 from router.management.entitytypes import CONTAINER, HOSTED_NODE
 from router_operator.console.sources import Declared, Target
 
@@ -249,7 +250,7 @@ def _clients(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list
 def _addresses(
     scrapes: Sequence[Scrape], declared: Declared, before: Counters, now: Counters
 ) -> list[dict[str, Any]]:
-    rules = {a["key"]: a for a in declared.addresses}
+    rules = _rule_tree(declared.addresses)
     found: dict[str, dict[str, Any]] = {}
     for s in scrapes:
         if s.rows is None:
@@ -273,7 +274,7 @@ def _addresses(
                     "address": address,
                     "internal": internal(address),
                     "distribution": a["distribution"],
-                    "declared": _declared_rule(rules, address),
+                    "declared": rules.find(address),
                     "routers": [],
                 },
             )
@@ -307,35 +308,33 @@ def _addresses(
     return sorted(found.values(), key=lambda a: a["address"])
 
 
-def _declared_rule(rules: Mapping[str, dict[str, Any]], address: str) -> dict[str, Any] | None:
-    """The declared Address whose key is the address or the longest prefix of it by tokens."""
-    matching = [
-        rule
-        for key, rule in rules.items()
-        if address == key or address.startswith((key + ".", key + "/"))
-    ]
-    return max(matching, key=lambda rule: len(rule["key"]), default=None)
+def _rule_tree(rules: Iterable[dict[str, Any]]) -> TokenTree[dict[str, Any]]:
+    """The declared Addresses by their prefix or pattern, to find the one that governs an
+    address as the routers do (their ``key`` is ``prefix:jobs``, not an address)."""
+    tree: TokenTree[dict[str, Any]] = TokenTree()
+    for rule in rules:
+        tree.add(rule_tokens(rule.get("prefix"), rule.get("pattern")), rule)
+    return tree
 
 
 def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]]:
     """Queues and topics with their host's counts; an outbox (``/outbox/<dlq>``) holds dead
     letters on their way to another router's node."""
-    dead_letter_to = {
-        a["key"]: (a.get("node") or {}).get("deadLetterAddress") for a in declared.addresses
-    }
+    rules = _rule_tree(a for a in declared.addresses if a.get("node"))
     result = []
     for s in scrapes:
         if s.rows is None:
             continue
         for n in s.rows.get(HOSTED_NODE, []):
             name = n["name"]
-            rule = _declared_rule({k: {"key": k} for k in dead_letter_to}, name)
+            outbox = name.startswith("/outbox/")
+            rule = None if outbox else rules.find(name)  # an outbox's letters are dead already
             result.append(
                 {
                     "name": name,
                     "type": n.get("nodeType"),
                     "router": n.get("router") or s.target.id,
-                    "outbox": name.startswith("/outbox/"),
+                    "outbox": outbox,
                     "depth": n.get("depth") or 0,
                     "bytes": n.get("bytes") or 0,
                     "consumers": n.get("consumers") or 0,
@@ -345,7 +344,7 @@ def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]
                     "deadLettered": n.get("deadLettered") or 0,
                     "expired": n.get("expired") or 0,
                     "durable": n.get("durable"),
-                    "deadLetterAddress": dead_letter_to.get(rule["key"]) if rule else None,
+                    "deadLetterAddress": rule["node"].get("deadLetterAddress") if rule else None,
                 }
             )
     return sorted(result, key=lambda n: (n["name"], n["router"]))
