@@ -143,10 +143,28 @@ def _router(s: Scrape, before: Counters, now: Counters) -> dict[str, Any]:
             "deliveriesStuck": row.get("deliveriesStuck"),
             "linksBlocked": row.get("linksBlocked"),
             "knownRouters": sorted(n["id"] for n in known if n.get("nextHop") != "(self)"),
+            "uplink": _uplink(s.rows) if t.mode == "edge" else None,
             "msgsPerSecond": before.rate(now, ("router", t.id), out, s.at),
         }
     )
     return entry
+
+
+def _uplink(rows: Rows) -> str | None:
+    """The interior an edge routes through (the topology draws the edge beside it): the peer
+    of its edge connection that carries the sender ``edge.uplink.<edge-id>``, as
+    ``local.backend.edge_uplink`` reads it. None while it has none."""
+    peers = {
+        str(c["identity"]): c.get("container")
+        for c in rows.get("connection", [])
+        if c["role"] == "edge" and c["dir"] == "out"
+    }
+    for lk in rows.get("router.link", []):
+        if lk["linkDir"] == "out" and (lk.get("linkName") or "").startswith("edge.uplink."):
+            peer = peers.get(str(lk["connectionId"]))
+            if peer:
+                return str(peer)
+    return None
 
 
 def _data_out(link: Mapping[str, Any]) -> bool:
@@ -356,7 +374,10 @@ def _link_routes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str
     for s in scrapes:
         for lr in (s.rows or {}).get("router.config.linkRoute", []):
             if lr.get("operStatus") == "active":
-                key = lr.get("prefix") or lr.get("pattern") or ""
+                # As the planner keys the declared ones: ``prefix:<p>`` or ``pattern:<p>``.
+                key = (
+                    f"prefix:{lr['prefix']}" if lr.get("prefix") else f"pattern:{lr.get('pattern')}"
+                )
                 active.setdefault(key, []).append(s.target.id)
     return [
         {**lr, "activeOn": sorted(set(active.get(lr["key"], [])))} for lr in declared.link_routes
