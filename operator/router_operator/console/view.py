@@ -268,20 +268,17 @@ def _clients(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list
 def _addresses(
     scrapes: Sequence[Scrape], declared: Declared, before: Counters, now: Counters
 ) -> list[dict[str, Any]]:
+    """Each address with its routers' counts, and totals counted where messages enter and
+    leave the network: at clients' links. A router's own counters count a message again on
+    every router it passes through an edge (the interior sees the edge's sender and consumer
+    as local ones), so 30 msgs/s sent from one edge to a consumer on another added up to
+    120 in and 60 out, with two senders and two consumers."""
     rules = _rule_tree(declared.addresses)
     found: dict[str, dict[str, Any]] = {}
     for s in scrapes:
         if s.rows is None:
             continue
-        senders: dict[str, int] = {}
-        held: dict[str, int] = {}
-        for lk in s.rows.get("router.link", []):
-            owner = lk.get("owningAddr")
-            if lk["linkType"] != "endpoint" or not owner:
-                continue
-            if lk["linkDir"] == "in":
-                senders[owner] = senders.get(owner, 0) + 1
-                held[owner] = held.get(owner, 0) + (lk.get("undeliveredCount") or 0)
+        ends = _client_ends(s.rows)
         for a in s.rows.get("router.address", []):
             address = mobile_address(a["key"])
             if address is None:
@@ -297,13 +294,15 @@ def _addresses(
                 },
             )
             key = (s.target.id, address)
+            end = ends.get(a["key"], {})
             entry["routers"].append(
                 {
                     "router": s.target.id,
                     "consumers": a.get("subscriberCount") or 0,
+                    "clientConsumers": end.get("consumers", 0),
                     "containers": a.get("containerCount") or 0,
-                    "senders": senders.get(a["key"], 0),
-                    "held": held.get(a["key"], 0),
+                    "senders": end.get("senders", 0),
+                    "held": end.get("held", 0),
                     "remoteRouters": a.get("remoteHostRouters") or [],
                     "ingress": a.get("deliveriesIngress") or 0,
                     "egress": a.get("deliveriesEgress") or 0,
@@ -313,17 +312,48 @@ def _addresses(
                     "egressPerSecond": before.rate(
                         now, ("addr-out", *key), a.get("deliveriesEgress"), s.at
                     ),
+                    "fromClientsPerSecond": before.rate(
+                        now, ("addr-from-clients", *key), end.get("sent", 0), s.at
+                    ),
+                    "toClientsPerSecond": before.rate(
+                        now, ("addr-to-clients", *key), end.get("received", 0), s.at
+                    ),
                 }
             )
     for entry in found.values():
         per = entry["routers"]
-        entry["consumers"] = sum(r["consumers"] + r["containers"] for r in per)
+        entry["consumers"] = sum(r["clientConsumers"] + r["containers"] for r in per)
         entry["senders"] = sum(r["senders"] for r in per)
         entry["held"] = sum(r["held"] for r in per)
-        entry["ingressPerSecond"] = _sum(r["ingressPerSecond"] for r in per)
-        entry["egressPerSecond"] = _sum(r["egressPerSecond"] for r in per)
+        entry["ingressPerSecond"] = _sum(r["fromClientsPerSecond"] for r in per)
+        entry["egressPerSecond"] = _sum(r["toClientsPerSecond"] for r in per)
         per.sort(key=lambda r: r["router"])
     return sorted(found.values(), key=lambda a: a["address"])
+
+
+def _client_ends(rows: Rows) -> dict[str, dict[str, int]]:
+    """Address key -> its clients' sender and consumer links on this router and the
+    deliveries over them, and what its incoming links hold (wherever they come from: a held
+    message waits in one place only)."""
+    clients = {
+        str(c["identity"]) for c in rows.get("connection", []) if c["role"] not in ROUTER_ROLES
+    }
+    ends: dict[str, dict[str, int]] = {}
+    for lk in rows.get("router.link", []):
+        owner = lk.get("owningAddr")
+        if lk["linkType"] != "endpoint" or not owner:
+            continue
+        end = ends.setdefault(
+            owner, {"senders": 0, "consumers": 0, "sent": 0, "received": 0, "held": 0}
+        )
+        incoming = lk["linkDir"] == "in"
+        if incoming:
+            end["held"] += lk.get("undeliveredCount") or 0
+        if str(lk["connectionId"]) not in clients:
+            continue  # an edge's link: the edge counts its client there
+        end["senders" if incoming else "consumers"] += 1
+        end["sent" if incoming else "received"] += lk.get("deliveryCount") or 0
+    return ends
 
 
 def _rule_tree(rules: Iterable[dict[str, Any]]) -> TokenTree[dict[str, Any]]:
