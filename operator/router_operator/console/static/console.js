@@ -33,7 +33,10 @@ async function getJSON(path) {
   const response = await fetch(path, { headers: { Accept: "application/json" } });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
-    return { error: body.error || `${response.status} ${response.statusText}`, status: response.status };
+    return {
+      error: body.error || `${response.status} ${response.statusText}`,
+      status: response.status,
+    };
   }
   // The scrape's age by the server's own clock (its Date header), so a browser whose clock is
   // off still reads "updated 2 s ago" right.
@@ -81,7 +84,9 @@ function showHeader() {
     summary.dataset.level = errors || up < total ? "error" : warnings ? "warn" : "ok";
     summary.textContent =
       `${up}/${total} routers up · ` +
-      (problems.length ? `${problems.length} problem${problems.length > 1 ? "s" : ""}` : "no problems");
+      (problems.length
+        ? `${problems.length} problem${problems.length > 1 ? "s" : ""}`
+        : "no problems");
     summary.title = problems.map((p) => `${p.severity}: ${p.what}`).join("\n") || "nothing wrong";
   }
   if (topo && !topo.error) {
@@ -100,7 +105,9 @@ function showHeader() {
 function showUpdated() {
   const updated = document.getElementById("updated");
   if (state.dataTime === null) {
-    updated.textContent = state.failure ? `console unreachable: ${state.failure}` : "not updated yet";
+    updated.textContent = state.failure
+      ? `console unreachable: ${state.failure}`
+      : "not updated yet";
     updated.dataset.stale = state.failure ? "true" : "false";
     return;
   }
@@ -109,7 +116,8 @@ function showUpdated() {
   updated.dataset.stale = String(stale);
   updated.textContent =
     `updated ${age < 1 ? "just now" : `${Math.round(age)} s ago`}` +
-    (stale ? (state.failure ? ` (stale: ${state.failure})` : " (stale)") : "");
+    (stale ? (state.failure ? " · console unreachable" : " · stale") : "");
+  updated.title = state.failure ? `the last refresh failed: ${state.failure}` : "";
 }
 
 function route() {

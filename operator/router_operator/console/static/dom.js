@@ -118,16 +118,20 @@ export function table(headers, rows, { empty = "none", ...attrs } = {}) {
   return h(
     "table",
     { class: "compact", ...attrs },
-    h("thead", null, h("tr", null, headers.map((c) => h("th", { scope: "col", class: c.num ? "num" : null }, c.text ?? c)))),
+    h(
+      "thead",
+      null,
+      h(
+        "tr",
+        null,
+        headers.map((c) => h("th", { scope: "col", class: c.num ? "num" : null }, c.text ?? c)),
+      ),
+    ),
     h(
       "tbody",
       null,
       rows.map((row) => [
-        h(
-          "tr",
-          { "data-key": row.key, ...(row.attrs || {}) },
-          row.cells.map(td),
-        ),
+        h("tr", { "data-key": row.key, ...(row.attrs || {}) }, row.cells.map(td)),
         row.after || null,
       ]),
     ),

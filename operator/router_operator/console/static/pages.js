@@ -52,7 +52,8 @@ export const addresses = (() => {
   function enter(route) {
     filter.enter(route);
     // An internal address asked for by name (a health problem's link) is shown.
-    if (route.params.q && internal(route.params.q)) document.getElementById("show-internal").checked = true;
+    if (route.params.q && internal(route.params.q))
+      document.getElementById("show-internal").checked = true;
   }
 
   function wants() {
@@ -102,7 +103,7 @@ export const addresses = (() => {
     );
   }
 
-  function show(route, data) {
+  function show(_route, data) {
     const answer = data["/api/addresses"];
     const content = document.getElementById("addresses-content");
     const routes = document.getElementById("link-routes-content");
@@ -155,7 +156,12 @@ export const addresses = (() => {
                 },
                 open ? "▾" : "▸",
               ),
-              h("span", { class: "mono" }, a.address, a.internal ? h("span", { class: "badge" }, "internal") : null),
+              h(
+                "span",
+                { class: "mono" },
+                a.address,
+                a.internal ? h("span", { class: "badge" }, "internal") : null,
+              ),
               a.distribution,
               a.declared ? `${a.declared.name} (${a.declared.key})` : "–",
               num(fmt.count(a.consumers), { "data-consumers": a.consumers }),
@@ -188,7 +194,9 @@ export const addresses = (() => {
                 (lr.directions || []).join(", "),
                 lr.containerId || "–",
                 lr.connection || lr.connector || "–",
-                lr.activeOn.length ? lr.activeOn.join(", ") : h("span", { class: "muted" }, "no container connected"),
+                lr.activeOn.length
+                  ? lr.activeOn.join(", ")
+                  : h("span", { class: "muted" }, "no container connected"),
               ],
             })),
             { id: "link-routes-table" },
@@ -216,8 +224,19 @@ function sparkline(history) {
   const first = history[0][0] * 1000;
   return s(
     "svg",
-    { class: "sparkline", width: W + 4, height: H, viewBox: `-2 0 ${W + 4} ${H}`, role: "img", "aria-label": `depth over time, max ${max}` },
-    s("title", null, `depth since ${fmt.clock(first)}: max ${max}, now ${depths[depths.length - 1]}`),
+    {
+      class: "sparkline",
+      width: W + 4,
+      height: H,
+      viewBox: `-2 0 ${W + 4} ${H}`,
+      role: "img",
+      "aria-label": `depth over time, max ${max}`,
+    },
+    s(
+      "title",
+      null,
+      `depth since ${fmt.clock(first)}: max ${max}, now ${depths[depths.length - 1]}`,
+    ),
     s("polyline", { points: points.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ") }),
     s("circle", { cx: lx.toFixed(1), cy: ly.toFixed(1), r: 2.5 }),
   );
@@ -232,7 +251,7 @@ export const nodes = (() => {
     filter = filterBox("node-filter", "nodes", app);
   }
 
-  function show(route, data) {
+  function show(_route, data) {
     const answer = data["/api/nodes"];
     const content = document.getElementById("nodes-content");
     if (!answer || answer.error) {
@@ -263,9 +282,27 @@ export const nodes = (() => {
             ],
             shown.map((n) => ({
               key: `${n.name}@${n.router}`,
-              attrs: { "data-node": n.name, "data-router": n.router, "data-outbox": String(n.outbox) },
+              attrs: {
+                "data-node": n.name,
+                "data-router": n.router,
+                "data-outbox": String(n.outbox),
+              },
               cells: [
-                h("span", { class: "mono" }, n.name, n.outbox ? h("span", { class: "badge warn", title: "dead letters on their way to another router's node" }, "outbox") : null),
+                h(
+                  "span",
+                  { class: "mono" },
+                  n.name,
+                  n.outbox
+                    ? h(
+                        "span",
+                        {
+                          class: "badge warn",
+                          title: "dead letters on their way to another router's node",
+                        },
+                        "outbox",
+                      )
+                    : null,
+                ),
                 n.type || "–",
                 routerLink(n.router),
                 num(fmt.count(n.depth), { "data-depth": n.depth }),
@@ -282,7 +319,11 @@ export const nodes = (() => {
             })),
             { id: "nodes-table" },
           )
-        : h("p", { class: "muted", id: "nodes-none" }, "No queue or topic is hosted: declare an Address with a node (examples/addresses.yaml)."),
+        : h(
+            "p",
+            { class: "muted", id: "nodes-none" },
+            "No queue or topic is hosted: declare an Address with a node (examples/addresses.yaml).",
+          ),
     );
   }
 
@@ -353,13 +394,19 @@ export const flows = (() => {
           style: c ? heat(c.deliveries, max, egress === null) : null,
           title,
         },
-        c ? [h("span", null, fmt.rate(c.perSecond)), h("small", null, fmt.count(c.deliveries))] : "·",
+        c
+          ? [h("span", null, fmt.rate(c.perSecond)), h("small", null, fmt.count(c.deliveries))]
+          : "·",
       );
     };
     return h(
       "table",
       { class: "compact matrix", id: "flow-matrix" },
-      h("caption", null, "Traffic matrix: messages from ingress (rows) to egress (columns), per second over the window, and the count"),
+      h(
+        "caption",
+        null,
+        "Traffic matrix: messages from ingress (rows) to egress (columns), per second over the window, and the count",
+      ),
       h(
         "thead",
         null,
@@ -375,13 +422,19 @@ export const flows = (() => {
         "tbody",
         null,
         routers.map((ingress) =>
-          h("tr", { "data-key": ingress }, h("th", { scope: "row" }, ingress), routers.map((egress) => column(ingress, egress)), column(ingress, null)),
+          h(
+            "tr",
+            { "data-key": ingress },
+            h("th", { scope: "row" }, ingress),
+            routers.map((egress) => column(ingress, egress)),
+            column(ingress, null),
+          ),
         ),
       ),
     );
   }
 
-  function show(route, data) {
+  function show(_route, data) {
     const answer = data[path()];
     const content = document.getElementById("flows-content");
     if (!answer) {
@@ -411,7 +464,9 @@ export const flows = (() => {
       ),
       matrix(answer, routers),
       h("h2", null, "Busiest paths"),
-      hidden ? h("p", { class: "muted" }, `${hidden} of the busiest are internal addresses, hidden`) : null,
+      hidden
+        ? h("p", { class: "muted" }, `${hidden} of the busiest are internal addresses, hidden`)
+        : null,
       table(
         [
           "address",
@@ -432,7 +487,12 @@ export const flows = (() => {
           attrs: { "data-path": p.address },
           cells: [
             h("span", { class: "mono" }, p.address),
-            [p.ingress, " → ", p.egress ?? h("span", { class: "error-text" }, "undeliverable"), p.nodeLeg ? h("span", { class: "muted" }, ` (${p.nodeLeg})`) : null],
+            [
+              p.ingress,
+              " → ",
+              p.egress ?? h("span", { class: "error-text" }, "undeliverable"),
+              p.nodeLeg ? h("span", { class: "muted" }, ` (${p.nodeLeg})`) : null,
+            ],
             num(fmt.count(p.deliveries)),
             num(fmt.rate(p.perSecond)),
             num(fmt.bytes(p.bytes)),
@@ -460,18 +520,40 @@ export const health = (() => {
   function links(subject) {
     const found = [];
     if (subject.address) {
-      found.push(h("a", { href: routeHref("addresses", { q: subject.address }), "data-address-link": subject.address }, `address ${subject.address}`));
+      found.push(
+        h(
+          "a",
+          {
+            href: routeHref("addresses", { q: subject.address }),
+            "data-address-link": subject.address,
+          },
+          `address ${subject.address}`,
+        ),
+      );
     }
     if (subject.node) {
-      found.push(h("a", { href: routeHref("nodes", { q: subject.node }), "data-node-link": subject.node }, `queue ${subject.node}`));
+      found.push(
+        h(
+          "a",
+          { href: routeHref("nodes", { q: subject.node }), "data-node-link": subject.node },
+          `queue ${subject.node}`,
+        ),
+      );
     }
     for (const id of [subject.router, subject.peer]) {
-      if (id) found.push(h("a", { href: routeHref("topology", { router: id }), "data-router-link": id }, `router ${id}`));
+      if (id)
+        found.push(
+          h(
+            "a",
+            { href: routeHref("topology", { router: id }), "data-router-link": id },
+            `router ${id}`,
+          ),
+        );
     }
     return found;
   }
 
-  function show(route, data) {
+  function show(_route, data) {
     const answer = data["/api/health"];
     const content = document.getElementById("health-content");
     if (!answer || answer.error) {
@@ -487,7 +569,9 @@ export const health = (() => {
         { class: "summary", id: "health-line" },
         h("span", { class: `badge ${up < total ? "bad" : "good"}` }, `${up}/${total} routers up`),
         ` · ${fmt.count(answer.addresses)} address${answer.addresses === 1 ? "" : "es"} · `,
-        problems.length ? `${problems.length} problem${problems.length > 1 ? "s" : ""}` : "no problems",
+        problems.length
+          ? `${problems.length} problem${problems.length > 1 ? "s" : ""}`
+          : "no problems",
       ),
       problems.length
         ? h(
@@ -508,7 +592,11 @@ export const health = (() => {
               ),
             ),
           )
-        : h("p", { class: "ok-text", id: "no-problems" }, "Nothing wrong: every router is up and reachable, every address with senders has a consumer."),
+        : h(
+            "p",
+            { class: "ok-text", id: "no-problems" },
+            "Nothing wrong: every router is up and reachable, every address with senders has a consumer.",
+          ),
     );
   }
 

@@ -106,17 +106,20 @@ function layout(routers) {
   return at;
 }
 
-/** Clients and containers of each router, fanned out away from the centre. */
+/** Clients and containers of each router, fanned out in the widest gap between its links.
+ * A client that is also a registered container is drawn once, as a container. */
 function satellites(topo, at) {
+  const containers = new Set(topo.containers.map((c) => `${c.router}|${c.container}`));
   const items = [];
-  if (toggles.clients) {
-    for (const c of topo.clients) {
-      items.push({ kind: "client", router: c.router, name: c.container || c.host, info: c });
-    }
-  }
   if (toggles.containers) {
     for (const c of topo.containers) {
       items.push({ kind: "container", router: c.router, name: c.container, info: c });
+    }
+  }
+  if (toggles.clients) {
+    for (const c of topo.clients) {
+      if (toggles.containers && containers.has(`${c.router}|${c.container}`)) continue;
+      items.push({ kind: "client", router: c.router, name: c.container || c.host, info: c });
     }
   }
   const perRouter = new Map();
@@ -127,10 +130,9 @@ function satellites(topo, at) {
   const placed = [];
   for (const [router, list] of perRouter) {
     const base = at.get(router);
-    const outward = Math.hypot(base.x, base.y) < 1 ? Math.PI / 2 : Math.atan2(base.y, base.x);
-    const step = Math.min(0.45, 2.4 / list.length);
+    const [from, gap] = widestGap(base, neighbours(topo, at, router));
     list.forEach((item, k) => {
-      const angle = outward + (k - (list.length - 1) / 2) * step;
+      const angle = from + (gap * (k + 1)) / (list.length + 1);
       const distance = SATELLITE_DISTANCE + (k % 2) * 28; // staggered: labels overlap less
       placed.push({
         ...item,
@@ -140,6 +142,28 @@ function satellites(topo, at) {
     });
   }
   return placed;
+}
+
+function neighbours(topo, at, router) {
+  const found = [];
+  for (const lk of topo.links) {
+    const other = lk.source === router ? lk.target : lk.target === router ? lk.source : null;
+    if (other !== null && at.has(other)) found.push(at.get(other));
+  }
+  return found;
+}
+
+/** [start angle, width] of the widest empty sector around `base` between the directions to
+ * `others`; with none, the whole circle from straight down. */
+function widestGap(base, others) {
+  const angles = others.map((o) => Math.atan2(o.y - base.y, o.x - base.x)).sort((a, b) => a - b);
+  if (!angles.length) return [Math.PI / 2, 2 * Math.PI];
+  let best = [angles[angles.length - 1], angles[0] + 2 * Math.PI - angles[angles.length - 1]];
+  for (let i = 1; i < angles.length; i++) {
+    const gap = angles[i] - angles[i - 1];
+    if (gap > best[1]) best = [angles[i - 1], gap];
+  }
+  return best;
 }
 
 function width(rateTotal) {
@@ -167,7 +191,10 @@ function draw(svg, topo, selected) {
     const vh = Math.max(hgt, MIN_VIEW[1]);
     const vx = x0 - (vw - w) / 2;
     const vy = y0 - (vh - hgt) / 2;
-    svg.setAttribute("viewBox", `${vx.toFixed(0)} ${vy.toFixed(0)} ${vw.toFixed(0)} ${vh.toFixed(0)}`);
+    svg.setAttribute(
+      "viewBox",
+      `${vx.toFixed(0)} ${vy.toFixed(0)} ${vw.toFixed(0)} ${vh.toFixed(0)}`,
+    );
   }
 
   const links = topo.links.map((lk) => {
@@ -249,8 +276,16 @@ function draw(svg, topo, selected) {
       down ? s("path", { class: "cross", d: "M-12,-12 L12,12 M12,-12 L-12,12" }) : null,
       s("text", { class: "router-id", y: interior ? 52 : 40 }, r.id),
       down
-        ? s("text", { class: "router-error", y: interior ? 68 : 56 }, clip(`down: ${r.error || "not answering"}`, 44))
-        : s("text", { class: "router-rate", y: interior ? 68 : 56, "data-rate": r.msgsPerSecond ?? "" }, fmt.rate(r.msgsPerSecond)),
+        ? s(
+            "text",
+            { class: "router-error", y: interior ? 68 : 56 },
+            clip(`down: ${r.error || "not answering"}`, 44),
+          )
+        : s(
+            "text",
+            { class: "router-rate", y: interior ? 68 : 56, "data-rate": r.msgsPerSecond ?? "" },
+            fmt.rate(r.msgsPerSecond),
+          ),
     );
   });
 
@@ -273,7 +308,14 @@ function draw(svg, topo, selected) {
       s("title", null, title),
       c.kind === "client"
         ? s("circle", { class: "shape", r: 7 })
-        : s("rect", { class: "shape", x: -7, y: -7, width: 14, height: 14, transform: "rotate(45)" }),
+        : s("rect", {
+            class: "shape",
+            x: -7,
+            y: -7,
+            width: 14,
+            height: 14,
+            transform: "rotate(45)",
+          }),
       s("text", { y: 20 }, clip(name, 22)),
     );
   });
@@ -294,18 +336,37 @@ function showPanel(route, data) {
   const id = route.params.router;
   if (!id) {
     panel.dataset.selected = "";
-    render(panel, h("p", { class: "muted hint" }, "Click a router for its state, connections, links, addresses, clients and log."));
+    render(
+      panel,
+      h(
+        "p",
+        { class: "muted hint" },
+        "Click a router for its state, connections, links, addresses, clients and log.",
+      ),
+    );
     return;
   }
   panel.dataset.selected = id;
   const detail = data[`/api/routers/${encodeURIComponent(id)}`];
-  const close = h("button", { type: "button", class: "close", "data-action": "close-panel", "aria-label": "Close" }, "×");
+  const close = h(
+    "button",
+    { type: "button", class: "close", "data-action": "close-panel", "aria-label": "Close" },
+    "×",
+  );
   if (!detail) {
-    render(panel, h("div", { class: "panel-head" }, h("h2", null, id), close), h("p", { class: "muted" }, "loading…"));
+    render(
+      panel,
+      h("div", { class: "panel-head" }, h("h2", null, id), close),
+      h("p", { class: "muted" }, "loading…"),
+    );
     return;
   }
   if (detail.error) {
-    render(panel, h("div", { class: "panel-head" }, h("h2", null, id), close), h("p", { class: "error-text" }, detail.error));
+    render(
+      panel,
+      h("div", { class: "panel-head" }, h("h2", null, id), close),
+      h("p", { class: "error-text" }, detail.error),
+    );
     return;
   }
   const r = detail.router;
@@ -316,81 +377,122 @@ function showPanel(route, data) {
     ["mode", r.mode],
     ["network", `${r.network} (namespace ${r.namespace})`],
     ["endpoint", r.endpoint || "–"],
-    ["version", r.version ?? "–"],
-    ["uptime", fmt.duration(r.uptimeSeconds)],
-    ["memory", fmt.bytes(r.memoryBytes)],
-    ["msgs/s out", fmt.rate(r.msgsPerSecond)],
-    ["connections", fmt.count(r.connections)],
-    ["links", fmt.count(r.links)],
-    ["clients", fmt.count(r.clients)],
-    ["addresses", fmt.count(r.addresses)],
-    r.mode === "edge" ? ["uplink", r.uplink || "none"] : null,
-    r.mode !== "edge" && r.knownRouters ? ["routes to", r.knownRouters.join(", ") || "none"] : null,
-    ["stuck / blocked", `${fmt.count(r.deliveriesStuck)} / ${fmt.count(r.linksBlocked)}`],
-    ["log", r.where || "–"],
-  ].filter(Boolean);
+  ];
+  // A router that does not answer has only what the source knows of it, and its log.
+  const answered = down
+    ? []
+    : [
+        ["version", r.version ?? "–"],
+        ["uptime", fmt.duration(r.uptimeSeconds)],
+        ["memory", fmt.bytes(r.memoryBytes)],
+        ["msgs/s out", fmt.rate(r.msgsPerSecond)],
+        ["connections", fmt.count(r.connections)],
+        ["links", fmt.count(r.links)],
+        ["clients", fmt.count(r.clients)],
+        ["addresses", fmt.count(r.addresses)],
+        r.mode === "edge" ? ["uplink", r.uplink || "none"] : null,
+        r.mode !== "edge" && r.knownRouters
+          ? ["routes to", r.knownRouters.join(", ") || "none"]
+          : null,
+        ["stuck / blocked", `${fmt.count(r.deliveriesStuck)} / ${fmt.count(r.linksBlocked)}`],
+      ];
+  const shown = [...facts, ...answered, ["log", r.where || "–"]].filter(Boolean);
   const dataLinks = detail.links.filter((lk) => lk.linkType !== "router-control");
   const addresses = detail.addresses.filter((a) => !a.internal);
   render(
     panel,
     h("div", { class: "panel-head" }, h("h2", null, r.id), close),
-    h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
-    section(
-      `Connections (${detail.connections.length})`,
-      table(
-        ["container", "role", "dir", "host"],
-        detail.connections.map((c) => ({
-          key: c.identity,
-          cells: [wrap(c.container || "–"), c.role, c.dir, c.host || "–"],
-        })),
-      ),
+    h(
+      "dl",
+      { class: "facts" },
+      shown.map(([k, v]) => [h("dt", null, k), h("dd", null, v)]),
     ),
+    down
+      ? null
+      : [
+          section(
+            `Connections (${detail.connections.length})`,
+            table(
+              ["container", "role", "dir", "host"],
+              detail.connections.map((c) => ({
+                key: c.identity,
+                cells: [wrap(c.container || "–"), c.role, c.dir, c.host || "–"],
+              })),
+            ),
+          ),
+          section(
+            `Links (${dataLinks.length}, control links left out)`,
+            table(
+              [
+                "dir",
+                "address or name",
+                { text: "msgs", num: true },
+                { text: "held", num: true },
+                { text: "unsettled", num: true },
+              ],
+              dataLinks.map((lk) => ({
+                key: lk.identity,
+                attrs: {
+                  title: `${lk.linkType} link ${lk.linkName || ""}, credit ${lk.creditAvailable ?? "–"}`,
+                },
+                cells: [
+                  lk.linkDir,
+                  // Without the address key's class prefix (M0jobs, L$management).
+                  wrap(
+                    lk.owningAddr ? lk.owningAddr.replace(/^(M\d|[A-Z])/, "") : lk.linkName || "–",
+                  ),
+                  num(fmt.count(lk.deliveryCount)),
+                  num(fmt.count(lk.undeliveredCount)),
+                  num(fmt.count(lk.unsettledCount)),
+                ],
+              })),
+            ),
+          ),
+          section(
+            `Addresses (${addresses.length}, internal ones left out)`,
+            table(
+              [
+                "address",
+                { text: "consumers here", num: true },
+                { text: "senders here", num: true },
+              ],
+              addresses.map((a) => {
+                const here = a.routers.find((x) => x.router === r.id) || {};
+                return {
+                  key: a.address,
+                  cells: [
+                    h(
+                      "a",
+                      { href: routeHref("addresses", { q: a.address }), class: "wrap" },
+                      a.address,
+                    ),
+                    num(fmt.count((here.clientConsumers || 0) + (here.containers || 0))),
+                    num(fmt.count(here.senders)),
+                  ],
+                };
+              }),
+            ),
+          ),
+          section(
+            `Clients (${detail.clients.length})`,
+            table(
+              ["container", "host", { text: "sends", num: true }, { text: "receives", num: true }],
+              detail.clients.map((c) => ({
+                key: `${c.container}@${c.host}`,
+                cells: [
+                  wrap(c.container || "–"),
+                  c.host || "–",
+                  num(fmt.rate(c.sentPerSecond)),
+                  num(fmt.rate(c.receivedPerSecond)),
+                ],
+              })),
+            ),
+          ),
+        ],
     section(
-      `Links (${dataLinks.length}, control links left out)`,
-      table(
-        ["dir", "address or name", { text: "msgs", num: true }, { text: "held", num: true }, { text: "unsettled", num: true }],
-        dataLinks.map((lk) => ({
-          key: lk.identity,
-          attrs: { title: `${lk.linkType} link ${lk.linkName || ""}, credit ${lk.creditAvailable ?? "–"}` },
-          cells: [
-            lk.linkDir,
-            // Without the address key's class prefix (M0jobs, L$management).
-            wrap(lk.owningAddr ? lk.owningAddr.replace(/^(M\d|[A-Z])/, "") : lk.linkName || "–"),
-            num(fmt.count(lk.deliveryCount)),
-            num(fmt.count(lk.undeliveredCount)),
-            num(fmt.count(lk.unsettledCount)),
-          ],
-        })),
-      ),
+      `Log (last ${detail.log.length} lines)`,
+      h("pre", { class: "log", id: "panel-log" }, detail.log.join("\n")),
     ),
-    section(
-      `Addresses (${addresses.length}, internal ones left out)`,
-      table(
-        ["address", { text: "consumers here", num: true }, { text: "senders here", num: true }],
-        addresses.map((a) => {
-          const here = a.routers.find((x) => x.router === r.id) || {};
-          return {
-            key: a.address,
-            cells: [
-              h("a", { href: routeHref("addresses", { q: a.address }), class: "wrap" }, a.address),
-              num(fmt.count((here.clientConsumers || 0) + (here.containers || 0))),
-              num(fmt.count(here.senders)),
-            ],
-          };
-        }),
-      ),
-    ),
-    section(
-      `Clients (${detail.clients.length})`,
-      table(
-        ["container", "host", { text: "sends", num: true }, { text: "receives", num: true }],
-        detail.clients.map((c) => ({
-          key: `${c.container}@${c.host}`,
-          cells: [wrap(c.container || "–"), c.host || "–", num(fmt.rate(c.sentPerSecond)), num(fmt.rate(c.receivedPerSecond))],
-        })),
-      ),
-    ),
-    section(`Log (last ${detail.log.length} lines)`, h("pre", { class: "log", id: "panel-log" }, detail.log.join("\n"))),
   );
 }
 
@@ -399,5 +501,10 @@ function wrap(text) {
 }
 
 function section(title, body) {
-  return h("section", { class: "panel-section", "data-key": title.replace(/ \(.*/, "") }, h("h3", null, title), body);
+  return h(
+    "section",
+    { class: "panel-section", "data-key": title.replace(/ \(.*/, "") },
+    h("h3", null, title),
+    body,
+  );
 }
