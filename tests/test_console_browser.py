@@ -5,7 +5,8 @@ collector) and a console serving it from this process.
 What users rely on: every router and link in the topology, rates that move with traffic, a
 stopped router shown down within seconds, a queue's depth following sends and receives, the
 health page naming an address that has senders and no consumer, both themes. One network and
-one browser for the module; the tests run in order (the last one stops a router).
+one browser for the module. Each test makes the traffic it looks for, so pytest-xdist may split
+the module (each worker then has its network and browser); the last one stops a router.
 
 With ROUTERNET_SCREENSHOTS=1 the tests also write the pages as docs/console.md shows them
 (docs/console/*.png, 1366x768); a plain run leaves the tree as it was.
@@ -249,6 +250,12 @@ def finished(proc: subprocess.Popen[str], timeout: float = WAIT) -> str:
     return str(out)
 
 
+def consumed(network: Network, address: str) -> bool:
+    """Whether the console counts a consumer of ``address`` (a receiver has attached)."""
+    found = network.api("/api/addresses")["addresses"]
+    return any(a["address"] == address and a["consumers"] for a in found)
+
+
 # --- the tests, in the order they run ----------------------------------------------------------
 
 
@@ -290,18 +297,14 @@ def test_topology_shows_every_router_and_link(network: Network, page: Any) -> No
 def test_rates_move_with_traffic(network: Network, page: Any) -> None:
     address = "orders.console"
 
-    def consumed() -> bool:
-        found = network.api("/api/addresses")["addresses"]
-        return any(a["address"] == address and a["consumers"] for a in found)
-
     receiver = routernet(
         "receive", "--url", network.endpoint("edge-1"), "--duration", "25", address
     )
     sender = None
     try:
-        wait(page, "the receiver attached", consumed)
+        wait(page, "the receiver attached", lambda: consumed(network, address))
         sender = routernet(
-            "send", "--url", network.endpoint("edge-0"), "--rate", "30", "--duration", "12", address
+            "send", "--url", network.endpoint("edge-0"), "--rate", "30", "--duration", "30", address
         )
         go(page, "#topology?router=edge-0")
 
@@ -329,8 +332,7 @@ def test_rates_move_with_traffic(network: Network, page: Any) -> None:
             lambda: len(attrs(page, "[data-address-router]", "data-address-router")) == 5,
         )
         screenshot(page, "addresses")
-        finished(sender)
-    finally:
+    finally:  # the sender too is stopped as soon as the page has shown its traffic
         if sender is not None:
             processes.stop_group(sender)
         processes.stop_group(receiver)
@@ -355,26 +357,28 @@ def test_queue_depth_follows_sends_and_receives(network: Network, page: Any) -> 
 
 
 def test_flows_show_the_traffic_matrix(network: Network, page: Any) -> None:
+    address = "orders.flows"
+    receiver = routernet("receive", "--url", network.endpoint("edge-1"), "--count", "100", address)
+    try:
+        wait(page, "the receiver attached", lambda: consumed(network, address))
+        finished(routernet("send", "--url", network.endpoint("edge-0"), "--count", "100", address))
+        finished(receiver)
+    finally:
+        processes.stop_group(receiver)
     go(page, "#flows?minutes=5")
-    wait(
-        page,
-        "the matrix or why there is none",
-        lambda: texts(page, "#flow-matrix, #flows-unavailable"),
-    )
+    wait(page, "the matrix or why not", lambda: texts(page, "#flow-matrix, #flows-unavailable"))
     assert texts(page, "#flows-unavailable") == []
     assert texts(page, "#flow-matrix tbody th") == INTERIORS + EDGES
-    # The collector writes its records every few seconds: the orders sent before show up.
+    # The collector writes the routers' records every ten seconds or so.
+    path = f'#flow-paths [data-path="{address}"]'
+    wait(
+        page,
+        f"{address}'s 100 in the busiest paths",
+        lambda: int(attr(page, path, "data-deliveries") or 0) >= 100,
+    )
+    assert (text(page, path) or "").count("edge-0 → edge-1") == 1
     cell = '#flow-matrix [data-ingress="edge-0"][data-egress="edge-1"]'
-    wait(
-        page,
-        "edge-0 -> edge-1 in the matrix",
-        lambda: int(attr(page, cell, "data-deliveries") or 0) > 0,
-    )
-    wait(
-        page,
-        "orders.console a busy path",
-        lambda: texts(page, '#flow-paths [data-path="orders.console"]'),
-    )
+    assert int(attr(page, cell, "data-deliveries") or 0) >= 100
     page.find_element("css selector", '[data-minutes="15"]').click()
     wait(page, "the 15-minute window", lambda: "minutes=15" in page.current_url)
     assert attr(page, '[data-minutes="15"]', "aria-pressed") == "true"

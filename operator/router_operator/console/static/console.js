@@ -157,7 +157,6 @@ function toggleTheme() {
     // not remembered, still switched
   }
   showThemeButton();
-  showAll(); // colours computed in JS (the flows' heat) follow
 }
 
 /** Re-shows the page on screen from the data at hand (a filter typed, a row expanded). */

@@ -367,10 +367,11 @@ export const flows = (() => {
     showButtons();
   }
 
-  /** A cell's background: the theme's heat colour, stronger with the volume. */
+  /** A cell's background: the theme's heat colour, stronger with the volume; at most 55% of
+   * it, so that the text on the busiest cell keeps its contrast in either theme. */
   function heat(value, max, undeliverable) {
     if (!value) return null;
-    const share = Math.round(15 + 70 * Math.sqrt(value / max));
+    const share = Math.round(10 + 45 * Math.sqrt(value / max));
     const colour = undeliverable ? "var(--bad)" : "var(--heat)";
     return `background: color-mix(in srgb, ${colour} ${share}%, transparent)`;
   }
@@ -484,7 +485,7 @@ export const flows = (() => {
         ],
         paths.map((p) => ({
           key: `${p.address}|${p.ingress}|${p.egress}|${p.nodeLeg}`,
-          attrs: { "data-path": p.address },
+          attrs: { "data-path": p.address, "data-deliveries": p.deliveries },
           cells: [
             h("span", { class: "mono" }, p.address),
             [
