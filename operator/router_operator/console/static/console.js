@@ -144,7 +144,7 @@ function effectiveTheme() {
 function showThemeButton() {
   const button = document.getElementById("theme-toggle");
   const dark = effectiveTheme() === "dark";
-  button.textContent = dark ? "Light theme" : "Dark theme";
+  // A toggle: its name stays, aria-pressed (drawn highlighted) says whether it is on.
   button.setAttribute("aria-pressed", String(dark));
 }
 
