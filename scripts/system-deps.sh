@@ -6,13 +6,14 @@
 # throwaway certificates with it), Proton's C examples for the benchmark,
 # Node.js for the rhea interoperability tests, RabbitMQ as the real AMQP 1.0 broker of the
 # link-route tests (Debian's ActiveMQ lacks its AMQP transport), a Java 17 runtime for Spark
-# (the telemetry pipeline, pipeline/; pyspark 4 needs Java 17 or later). Does nothing when all
-# are there.
+# (the telemetry pipeline, pipeline/; pyspark 4 needs Java 17 or later), Chromium and its
+# WebDriver for the console's browser tests (tests/test_console_browser.py, headless). Does
+# nothing when all are there.
 set -euo pipefail
 
 packages=(gcc make pkgconf libssl-dev openssl libsasl2-dev libsasl2-modules sasl2-bin
           libqpid-proton11-dev libqpid-proton11-dev-examples rabbitmq-server
-          openjdk-17-jre-headless)
+          openjdk-17-jre-headless chromium chromium-driver)
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()

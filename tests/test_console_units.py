@@ -104,8 +104,11 @@ def two_routers(at: float, sent_ab: int, sent_ba: int) -> list[view.Scrape]:
     )
     b = rows(
         "B",
-        [conn(7, "A", direction="in")],
-        [link(1, 7, "out", sent_ba)],
+        [conn(7, "A", direction="in"), conn(8, "worker", role="normal", direction="in")],
+        [
+            link(1, 7, "out", sent_ba),
+            link(2, 8, "out", sent_ab, kind="endpoint", owner="M0orders"),
+        ],
         [address("M0orders", consumers=1, egress=sent_ab, remote=["A"])],
         known=["A"],
     )
@@ -126,6 +129,9 @@ def test_rates_are_the_counters_difference_between_two_scrapes() -> None:
     a = next(r for r in second["routers"] if r["id"] == "A")
     assert a["msgsPerSecond"] == 100.0
     assert (a["clients"], a["addresses"], a["knownRouters"]) == (1, 1, ["B"])
+    # An address's rates are its clients': what entered from A's sender, what left to B's worker.
+    [orders] = [x for x in second["addresses"] if x["address"] == "orders"]
+    assert (orders["ingressPerSecond"], orders["egressPerSecond"]) == (100.0, 100.0)
 
 
 def test_a_counter_that_went_down_gives_no_rate() -> None:

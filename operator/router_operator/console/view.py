@@ -153,6 +153,7 @@ def _router(s: Scrape, before: Counters, now: Counters) -> dict[str, Any]:
             "deliveriesStuck": row.get("deliveriesStuck"),
             "linksBlocked": row.get("linksBlocked"),
             "knownRouters": sorted(n["id"] for n in known if n.get("nextHop") != "(self)"),
+            "uplink": _uplink(s.rows) if t.mode == "edge" else None,
             "msgsPerSecond": before.rate(now, ("router", t.id), out, s.at),
         }
     )
@@ -161,6 +162,23 @@ def _router(s: Scrape, before: Counters, now: Counters) -> dict[str, Any]:
 
 def _console_connections(rows: Rows) -> set[str]:
     return {str(c["identity"]) for c in rows.get("connection", []) if c.get("container") == CONSOLE}
+
+
+def _uplink(rows: Rows) -> str | None:
+    """The interior an edge routes through (the topology draws the edge beside it): the peer
+    of its edge connection that carries the sender ``edge.uplink.<edge-id>``, as
+    ``local.backend.edge_uplink`` reads it. None while it has none."""
+    peers = {
+        str(c["identity"]): c.get("container")
+        for c in rows.get("connection", [])
+        if c["role"] == "edge" and c["dir"] == "out"
+    }
+    for lk in rows.get("router.link", []):
+        if lk["linkDir"] == "out" and (lk.get("linkName") or "").startswith(UPLINK):
+            peer = peers.get(str(lk["connectionId"]))
+            if peer:
+                return str(peer)
+    return None
 
 
 def _data_out(link: Mapping[str, Any]) -> bool:
@@ -272,20 +290,17 @@ def _clients(scrapes: Sequence[Scrape], before: Counters, now: Counters) -> list
 def _addresses(
     scrapes: Sequence[Scrape], declared: Declared, before: Counters, now: Counters
 ) -> list[dict[str, Any]]:
-    rules = declared_rules(declared)
+    """Each address with its routers' counts, and totals counted where messages enter and
+    leave the network: at clients' links. A router's own counters count a message again on
+    every router it passes through an edge (the interior sees the edge's sender and consumer
+    as local ones), so 30 msgs/s sent from one edge to a consumer on another added up to
+    120 in and 60 out, with two senders and two consumers."""
+    rules = _rule_tree(declared.addresses)
     found: dict[str, dict[str, Any]] = {}
     for s in scrapes:
         if s.rows is None:
             continue
-        senders: dict[str, int] = {}
-        held: dict[str, int] = {}
-        for lk in s.rows.get("router.link", []):
-            owner = lk.get("owningAddr")
-            if lk["linkType"] != "endpoint" or not owner:
-                continue
-            if lk["linkDir"] == "in":
-                senders[owner] = senders.get(owner, 0) + 1
-                held[owner] = held.get(owner, 0) + (lk.get("undeliveredCount") or 0)
+        ends = _client_ends(s.rows)
         for a in s.rows.get("router.address", []):
             address = mobile_address(a["key"])
             if address is None:
@@ -301,13 +316,15 @@ def _addresses(
                 },
             )
             key = (s.target.id, address)
+            end = ends.get(a["key"], {})
             entry["routers"].append(
                 {
                     "router": s.target.id,
                     "consumers": a.get("subscriberCount") or 0,
+                    "clientConsumers": end.get("consumers", 0),
                     "containers": a.get("containerCount") or 0,
-                    "senders": senders.get(a["key"], 0),
-                    "held": held.get(a["key"], 0),
+                    "senders": end.get("senders", 0),
+                    "held": end.get("held", 0),
                     "remoteRouters": a.get("remoteHostRouters") or [],
                     "ingress": a.get("deliveriesIngress") or 0,
                     "egress": a.get("deliveriesEgress") or 0,
@@ -317,33 +334,65 @@ def _addresses(
                     "egressPerSecond": before.rate(
                         now, ("addr-out", *key), a.get("deliveriesEgress"), s.at
                     ),
+                    "fromClientsPerSecond": before.rate(
+                        now, ("addr-from-clients", *key), end.get("sent", 0), s.at
+                    ),
+                    "toClientsPerSecond": before.rate(
+                        now, ("addr-to-clients", *key), end.get("received", 0), s.at
+                    ),
                 }
             )
     for entry in found.values():
         per = entry["routers"]
-        entry["consumers"] = sum(r["consumers"] + r["containers"] for r in per)
+        entry["consumers"] = sum(r["clientConsumers"] + r["containers"] for r in per)
         entry["senders"] = sum(r["senders"] for r in per)
         entry["held"] = sum(r["held"] for r in per)
-        entry["ingressPerSecond"] = _sum(r["ingressPerSecond"] for r in per)
-        entry["egressPerSecond"] = _sum(r["egressPerSecond"] for r in per)
+        entry["ingressPerSecond"] = _sum(r["fromClientsPerSecond"] for r in per)
+        entry["egressPerSecond"] = _sum(r["toClientsPerSecond"] for r in per)
         per.sort(key=lambda r: r["router"])
     return sorted(found.values(), key=lambda a: a["address"])
 
 
-def declared_rules(declared: Declared) -> TokenTree[dict[str, Any]]:
-    """The declared Addresses by their prefix or pattern, matched as the routers match them
-    (router/addressing/rules.py: a prefix by whole tokens, ``*`` and ``#`` in patterns)."""
+def _client_ends(rows: Rows) -> dict[str, dict[str, int]]:
+    """Address key -> its clients' sender and consumer links on this router and the
+    deliveries over them, and what its incoming links hold (wherever they come from: a held
+    message waits in one place only)."""
+    clients = {
+        str(c["identity"])
+        for c in rows.get("connection", [])
+        if c["role"] not in ROUTER_ROLES and c.get("container") != CONSOLE
+    }
+    ends: dict[str, dict[str, int]] = {}
+    for lk in rows.get("router.link", []):
+        owner = lk.get("owningAddr")
+        if lk["linkType"] != "endpoint" or not owner:
+            continue
+        end = ends.setdefault(
+            owner, {"senders": 0, "consumers": 0, "sent": 0, "received": 0, "held": 0}
+        )
+        incoming = lk["linkDir"] == "in"
+        if incoming:
+            end["held"] += lk.get("undeliveredCount") or 0
+        if str(lk["connectionId"]) not in clients:
+            continue  # an edge's link: the edge counts its client there
+        end["senders" if incoming else "consumers"] += 1
+        end["sent" if incoming else "received"] += lk.get("deliveryCount") or 0
+    return ends
+
+
+def _rule_tree(rules: Iterable[dict[str, Any]]) -> TokenTree[dict[str, Any]]:
+    """The declared Addresses by their prefix or pattern, to find the one that governs an
+    address as the routers do (their ``key`` is ``prefix:jobs``, not an address)."""
     tree: TokenTree[dict[str, Any]] = TokenTree()
-    for a in declared.addresses:
-        if a.get("prefix") or a.get("pattern"):
-            tree.add(rule_tokens(a.get("prefix"), a.get("pattern")), a)
+    for rule in rules:
+        tree.add(rule_tokens(rule.get("prefix"), rule.get("pattern")), rule)
     return tree
 
 
 def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]]:
     """Queues and topics with their host's counts; an outbox (``/outbox/<dlq>``) holds dead
     letters on their way to another router's node."""
-    rules = declared_rules(declared)
+    rules = _rule_tree(a for a in declared.addresses if a.get("node"))
     result = []
     for s in scrapes:
         if s.rows is None:
@@ -351,7 +400,7 @@ def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]
         for n in s.rows.get(HOSTED_NODE, []):
             name = n["name"]
             outbox = name.startswith("/outbox/")
-            rule = None if outbox else rules.find(name)
+            rule = None if outbox else rules.find(name)  # an outbox's letters are dead already
             result.append(
                 {
                     "name": name,
@@ -367,7 +416,7 @@ def _nodes(scrapes: Sequence[Scrape], declared: Declared) -> list[dict[str, Any]
                     "deadLettered": n.get("deadLettered") or 0,
                     "expired": n.get("expired") or 0,
                     "durable": n.get("durable"),
-                    "deadLetterAddress": ((rule or {}).get("node") or {}).get("deadLetterAddress"),
+                    "deadLetterAddress": rule["node"].get("deadLetterAddress") if rule else None,
                 }
             )
     return sorted(result, key=lambda n: (n["name"], n["router"]))
