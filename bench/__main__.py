@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             assert clients is not None
             results = autoscaling.run(clients, chosen)
         elif s == "console":
-            results = console.run(chosen)
+            results = console.run(chosen, quick=args.quick)
         elif s == "one-router":
             assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}

@@ -37,6 +37,8 @@ ADDRESSES = 40
 QUEUES = 20
 ROUNDS = 20
 PAGE_LOADS = 5
+QUICK_ROUNDS = 2
+QUICK_PAGE_LOADS = 1
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PAGES = {
@@ -205,15 +207,15 @@ def _page_load_ms(driver: Any, url: str, selector: str, expected: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def run_scenario(name: str) -> dict[str, Any]:
+def run_scenario(name: str, rounds: int = ROUNDS, page_loads: int = PAGE_LOADS) -> dict[str, Any]:
     interiors, edges = SIZES[name]
     network = Network([f"core-{i}" for i in range(interiors)], [f"edge-{i}" for i in range(edges)])
     scraper = SimulatedScraper(network)
-    rounds = []
-    for _ in range(ROUNDS):
+    round_ms = []
+    for _ in range(rounds):
         started = time.perf_counter()
         scraper.scrape_once()
-        rounds.append((time.perf_counter() - started) * 1000)
+        round_ms.append((time.perf_counter() - started) * 1000)
     server = ConsoleServer(("127.0.0.1", 0), Console(scraper))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -222,7 +224,7 @@ def run_scenario(name: str) -> dict[str, Any]:
         "routers": len(network.routers),
         "links": len(scraper.latest()[0]["links"]),  # type: ignore[index]
         "clients": len(network.routers) * CLIENTS,
-        "scrape_round_ms": statistics.median(rounds),
+        "scrape_round_ms": statistics.median(round_ms),
         "api": {},
         "pages": {},
     }
@@ -238,7 +240,7 @@ def run_scenario(name: str) -> dict[str, Any]:
         for page, selector in PAGES.items():
             cold = []
             warm = []
-            for _ in range(PAGE_LOADS):
+            for _ in range(page_loads):
                 driver = _browser()
                 try:
                     url = f"{server.url}#{page}"
@@ -257,11 +259,13 @@ def run_scenario(name: str) -> dict[str, Any]:
     return result
 
 
-def run(chosen: list[str]) -> dict[str, Any]:
+def run(chosen: list[str], quick: bool = False) -> dict[str, Any]:
+    """``quick``: a smoke run, two rounds and one load of each page."""
+    rounds, loads = (QUICK_ROUNDS, QUICK_PAGE_LOADS) if quick else (ROUNDS, PAGE_LOADS)
     scenarios: dict[str, Any] = {}
     for name in chosen:
         try:
-            scenarios[name] = run_scenario(name)
+            scenarios[name] = run_scenario(name, rounds, loads)
         except Exception as err:  # one scenario's failure is its result; the others still run
             scenarios[name] = {"name": name, "error": f"{type(err).__name__}: {err}"}
     return {"benchmark": "console", "scenarios": scenarios}
@@ -269,19 +273,21 @@ def run(chosen: list[str]) -> dict[str, Any]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        "| network | links | scrape round → view | /api/topology | topology page (cold / warm) |"
-        " addresses page | queues page |",
-        "|---|---|---|---|---|---|---|",
+        "| network | links | scrape round → view | /api/topology | /api/addresses |"
+        " topology page (cold / warm) | addresses page | queues page |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for s in results["scenarios"].values():
         if "error" in s:
-            lines.append(f"| {s['name']}: {s['error']} | | | | | | |")
+            lines.append(f"| {s['name']}: {s['error']} | | | | | | | |")
             continue
         api = s["api"]["topology"]
+        addresses = s["api"]["addresses"]
         pages = s["pages"]
         lines.append(
             f"| {s['routers']} routers, {s['clients']} clients | {s['links']} |"
             f" {s['scrape_round_ms']:.1f} ms | {api['ms']:.1f} ms, {api['bytes'] / 1024:.0f} KiB |"
+            f" {addresses['ms']:.1f} ms, {addresses['bytes'] / 1024:.0f} KiB |"
             f" {pages['topology']['cold_ms']:.0f} / {pages['topology']['warm_ms']:.0f} ms |"
             f" {pages['addresses']['cold_ms']:.0f} / {pages['addresses']['warm_ms']:.0f} ms |"
             f" {pages['nodes']['cold_ms']:.0f} / {pages['nodes']['warm_ms']:.0f} ms |"

@@ -36,6 +36,19 @@ def _python(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return processes.run([sys.executable, *args], BENCH_TIMEOUT, cwd=REPO_DIR, text=True, env=env)
 
 
+def test_console_suite_loads_the_pages_of_a_simulated_network(tmp_path: Path) -> None:
+    """--quick: two rounds and one load of each page, the suite's whole path (scraper, server,
+    Chromium) and its table in seconds rather than the suite's minute."""
+    output = tmp_path / "console.json"
+    args = ["--suite", "console", "--scenarios", "console-5-routers", "--quick"]
+    ran = _bench(*args, "--output", str(output))
+    assert ran.returncode == 0, ran.stderr
+    scenario = json.loads(output.read_text())["scenarios"]["console-5-routers"]
+    assert (scenario["routers"], scenario["links"]) == (5, 7)
+    assert all(page["cold_ms"] > 0 for page in scenario["pages"].values())
+    assert "| 5 routers, 50 clients | 7 |" in ran.stdout
+
+
 @pytest.mark.network
 @pytest.mark.timeout(RUN_LIMIT)
 def test_p2p_runs_and_renders(tmp_path: Path) -> None:

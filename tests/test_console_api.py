@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from proton import Message
 from proton.utils import BlockingConnection
-from router_operator.console.auth import BasicAuth
+from router_operator.console.auth import BasicAuth, TokenReviewAuth
 from router_operator.console.scraper import Scraper
 from router_operator.console.server import Console, ConsoleServer
 from router_operator.console.sources import LocalSource
@@ -267,6 +267,44 @@ def test_basic_auth_keeps_out_who_has_no_password(
         assert error(server.url, "/", headers={"Authorization": f"Basic {bad}"})[0] == 401
         with urllib.request.urlopen(server.url + "healthz", timeout=10) as probe:
             assert probe.read() == b"ok\n"  # the kubelet's probe needs no password
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+class ReviewingCluster:
+    """An API server that knows one token, of a user allowed to list Routers."""
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        if path.endswith("/tokenreviews"):
+            known = body["spec"]["token"] == "good-token"
+            return {"status": {"authenticated": known, "user": {"username": "alice"}}}
+        return {"status": {"allowed": True}}
+
+
+def test_under_token_review_the_pages_load_and_the_api_wants_the_token(
+    network: tuple[Path, str],
+) -> None:
+    """A browser has no bearer token to send: the pages come without one (they hold no data,
+    and ask the user for a token), the API does not."""
+    state, _ = network
+    auth = TokenReviewAuth(ReviewingCluster(), None)  # type: ignore[arg-type]
+    server = ConsoleServer(("127.0.0.1", 0), Console(Scraper(LocalSource(state)), auth))
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        with urllib.request.urlopen(server.url, timeout=10) as page:
+            assert b'id="token-form"' in page.read()
+        request = urllib.request.Request(server.url + "api/topology")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 401
+        assert refused.value.headers["WWW-Authenticate"].startswith("Bearer")
+        wrong = {"Authorization": "Bearer bad-token"}
+        assert error(server.url, "/api/topology", headers=wrong)[0] == 401
+        good = {"Authorization": "Bearer good-token"}
+        assert "routers" in get(server.url, "/api/topology", good)
     finally:
         server.shutdown()
         server.server_close()

@@ -34,6 +34,8 @@ class AuthError(ValueError):
 class Authenticator(Protocol):
     challenge: str
     """The WWW-Authenticate header of a 401."""
+    pages_public: bool
+    """Whether the pages (not the API) are served without credentials."""
 
     def user(self, authorization: str | None) -> str | None:
         """The user an Authorization header proves, or None."""
@@ -42,6 +44,7 @@ class Authenticator(Protocol):
 
 class Anonymous:
     challenge = ""
+    pages_public = True
 
     def user(self, authorization: str | None) -> str | None:
         return "anonymous"
@@ -49,6 +52,7 @@ class Anonymous:
 
 class BasicAuth:
     challenge = 'Basic realm="routernet console", charset="UTF-8"'
+    pages_public = False  # the browser asks for the password on the page itself
 
     def __init__(self, users: dict[str, str]) -> None:
         if not users:
@@ -87,6 +91,7 @@ class BasicAuth:
 
 class TokenReviewAuth:
     challenge = 'Bearer realm="routernet console"'
+    pages_public = True  # a browser has no token to send for them: the page asks for one
 
     def __init__(
         self,

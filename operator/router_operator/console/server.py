@@ -7,7 +7,9 @@ no framework, and so runs in any of our images. Every answer is built from the s
 round, never by asking the routers on a request, so a page's load costs no router anything.
 
 Read-only: anything but GET and HEAD is 405. ``/healthz`` answers without authentication (the
-kubelet's probe); everything else asks the authenticator (auth.py) first.
+kubelet's probe); everything else asks the authenticator (auth.py) first, but for the pages
+themselves under bearer tokens: a browser has no token to send for them, and they hold no data
+(they ask the user for a token, then the API with it).
 """
 
 from __future__ import annotations
@@ -183,7 +185,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8", head)
             return
         console = self.server.console
-        if console.auth.user(self.headers.get("Authorization")) is None:
+        page = path in ("/", "/index.html") or path.startswith("/static/")
+        public = page and console.auth.pages_public  # the pages hold no data of their own
+        if not public and console.auth.user(self.headers.get("Authorization")) is None:
             self.send_response(HTTPStatus.UNAUTHORIZED)
             self.send_header("WWW-Authenticate", console.auth.challenge)
             self.send_header("Content-Length", "0")

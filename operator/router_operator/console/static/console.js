@@ -18,6 +18,7 @@ const PAGES = {
 };
 const STALE_INTERVALS = 3;
 const THEME_KEY = "routernet-theme";
+const TOKEN_KEY = "routernet-token";
 
 const state = {
   route: { page: "topology", params: {} },
@@ -29,9 +30,29 @@ const state = {
   generation: 0,
 };
 
+/** The bearer token the user gave (a console with --token-review), as a request header. */
+function authorization() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+/** A 401 with a Bearer challenge: the browser cannot answer it alone, the user can. */
+function askForToken(hadToken) {
+  const form = document.getElementById("token-form");
+  document.getElementById("token-error").textContent = hadToken
+    ? "that token was refused (unknown, expired, or not allowed to list Routers)"
+    : "";
+  form.hidden = false;
+}
+
 async function getJSON(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const response = await fetch(path, {
+    headers: { Accept: "application/json", ...authorization() },
+  });
   const body = await response.json().catch(() => ({}));
+  if (response.status === 401 && /^Bearer/i.test(response.headers.get("WWW-Authenticate") || "")) {
+    askForToken(Boolean(sessionStorage.getItem(TOKEN_KEY)));
+  }
   if (!response.ok) {
     return {
       error: body.error || `${response.status} ${response.statusText}`,
@@ -169,7 +190,15 @@ function refetch() {
   refresh();
 }
 
+function signIn(event) {
+  event.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value.trim());
+  document.getElementById("token-form").hidden = true;
+  refresh();
+}
+
 for (const page of Object.values(PAGES)) page.init?.({ reshow, refetch });
+document.getElementById("token-form").addEventListener("submit", signIn);
 document.getElementById("theme-toggle").addEventListener("click", toggleTheme);
 matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showThemeButton);
 window.addEventListener("hashchange", route);
