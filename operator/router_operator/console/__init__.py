@@ -17,7 +17,9 @@ code and pages serve both places: only where the routers are (a source) differs.
 | ``auth.py`` | basic auth, or a bearer token checked with the API server's TokenReview |
 | ``server.py`` | the JSON API under ``/api/`` and the pages under ``static/`` |
 
-May import: local (the state directory), router.pod.kubeapi (the API on the standard
-library), the telemetry schema. Not kopf, nor the kubernetes package: ``routernet`` runs in
-the router image, which has neither.
+May import: the operator's layers below it (resources, planning: the Addresses planned as the
+operator plans them; local: the state directory), the router's addressing (address rules
+matched as the routers match them), telemetry schema and ``pod.kubeapi`` (the API on the
+standard library), and the pipeline's naming of reply addresses. Not kopf, nor the kubernetes
+package: ``routernet`` runs in the router image, which has neither.
 """
