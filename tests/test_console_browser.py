@@ -31,6 +31,7 @@ from typing import Any
 import processes
 import pytest
 from proton.utils import BlockingConnection
+from router_operator.console.auth import TokenReviewAuth
 from router_operator.console.scraper import Scraper
 from router_operator.console.server import Console, ConsoleServer
 from router_operator.console.sources import LocalSource
@@ -453,6 +454,53 @@ def _luminance(css: str | None) -> float:
     assert css is not None
     r, g, b = (int(v) / 255 for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+class ReviewingCluster:
+    """An API server that knows one token, of a user allowed to list Routers."""
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        if path.endswith("/tokenreviews"):
+            known = body["spec"]["token"] == "good-token"
+            return {"status": {"authenticated": known, "user": {"username": "alice"}}}
+        return {"status": {"allowed": True}}
+
+
+def test_a_console_checking_tokens_asks_the_user_for_one(network: Network, page: Any) -> None:
+    """--token-review: a browser has no bearer token to send, so the page loads without one,
+    asks for it, says when one is refused, and shows the network once given a good one."""
+    auth = TokenReviewAuth(ReviewingCluster(), None)  # type: ignore[arg-type]
+    scraper = Scraper(LocalSource(network.state), interval=INTERVAL)
+    server = ConsoleServer(("127.0.0.1", 0), Console(scraper, auth))
+    scraper.scrape_once()
+    scraper.start()
+    threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
+    try:
+        page.get(server.url)
+        form = "#token-form"
+        wait(page, "the token form", lambda: attr(page, form, "hidden") is None)
+
+        def sign_in(token: str) -> None:
+            box = page.find_element("id", "token-input")
+            box.clear()
+            box.send_keys(token)
+            page.find_element("css selector", f"{form} button[type=submit]").click()
+
+        sign_in("bad-token")
+        wait(page, "the token refused", lambda: "refused" in (text(page, "#token-error") or ""))
+        sign_in("good-token")
+        wait(
+            page,
+            "the network shown",
+            lambda: (text(page, "#health-summary") or "").startswith("5/5 routers up"),
+        )
+        assert attr(page, form, "hidden") is not None
+    finally:
+        page.execute_script("sessionStorage.clear()")
+        server.shutdown()
+        server.server_close()
+        scraper.stop()
+        page.get(network.url)  # back to the module's console for the tests after this one
 
 
 def test_a_stopped_router_is_shown_down(network: Network, page: Any) -> None:
