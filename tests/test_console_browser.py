@@ -36,6 +36,7 @@ from router_operator.console.scraper import Scraper
 from router_operator.console.server import Console, ConsoleServer
 from router_operator.console.sources import LocalSource
 from router_operator.local import backend as local
+from test_console_api import ReviewingCluster
 
 pytestmark = [pytest.mark.network, pytest.mark.xdist_group("console-browser")]
 
@@ -454,16 +455,6 @@ def _luminance(css: str | None) -> float:
     assert css is not None
     r, g, b = (int(v) / 255 for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-class ReviewingCluster:
-    """An API server that knows one token, of a user allowed to list Routers."""
-
-    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
-        if path.endswith("/tokenreviews"):
-            known = body["spec"]["token"] == "good-token"
-            return {"status": {"authenticated": known, "user": {"username": "alice"}}}
-        return {"status": {"allowed": True}}
 
 
 def test_a_console_checking_tokens_asks_the_user_for_one(network: Network, page: Any) -> None:
