@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from router_operator.console.flows import FlowAnswer
 from router_operator.console.scraper import Scraper
 from router_operator.console.server import Console, ConsoleServer
 from router_operator.console.sources import Declared, Target
@@ -90,8 +91,8 @@ class SimulatedSource:
     def log_tail(self, target: Target, lines: int) -> list[str]:
         return [f"ts=... level=info logger=router event=simulated id={target.id}"] * lines
 
-    def dataset(self) -> Path | None:
-        return None
+    def flows(self, start_ms: int, end_ms: int) -> FlowAnswer:
+        return FlowAnswer(None, "simulated: no collector")
 
     def analysis(self) -> Path | None:
         return None

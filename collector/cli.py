@@ -1,6 +1,7 @@
 """``routernet-collector``: receive the routers' telemetry and append it to a Parquet dataset.
 
     routernet-collector --url amqp://127.0.0.2:5672 --dataset .routernet/telemetry
+    routernet-collector ... --http 0.0.0.0:8080   # also serves flow totals (collector/http.py)
 
 SIGTERM or SIGINT: drain, write what is buffered, settle, exit 0. Exit 1 when writing to the
 dataset failed (what was unsettled goes back to its senders), 2 for bad flags or a dataset that
@@ -42,6 +43,13 @@ def _url(text: str) -> str:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: the port is not a number") from None
     return parts.geturl()
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, e.g. 0.0.0.0:8080")
+    return host.strip("[]"), int(port)
 
 
 def _positive(kind: type) -> object:
@@ -117,6 +125,13 @@ def _parser() -> argparse.ArgumentParser:
         help="remember this many recent record ids to drop resent duplicates"
         " (default: %(default)s)",
     )
+    parser.add_argument(
+        "--http",
+        type=_listen,
+        metavar="HOST:PORT",
+        help="also answer GET /flows?from=MS&to=MS with the flow totals of that window, for"
+        " the network console where it cannot read the dataset (default: off)",
+    )
     parser.add_argument("--log-level", choices=list(LEVELS), default="info")
     parser.add_argument("--log-format", choices=list(FORMATS), default="text")
     return parser
@@ -153,9 +168,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             dedup_ids=args.dedup_ids,
         )
     )
+    flows = None
+    if args.http is not None:
+        from collector.http import FlowsServer
+
+        try:
+            flows = FlowsServer(args.http, args.dataset)
+        except OSError as err:
+            host, port = args.http
+            print(f"{PROG}: cannot listen on {host}:{port}: {err.strerror}", file=sys.stderr)
+            return 2
+        flows.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: collector.request_stop())
-    return collector.run()
+    try:
+        return collector.run()
+    finally:
+        if flows is not None:
+            flows.stop()
 
 
 if __name__ == "__main__":

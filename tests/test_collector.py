@@ -3,21 +3,25 @@ senders sending telemetry batches through the router; the Parquet dataset read b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from clients import ACCEPTED, REJECTED, World
-from harness import RouterProcess
+from harness import RouterProcess, free_port
 from proton import Message
 from telemetry_rows import BASE_MS, HOUR_MS, make_rows, record_id
 
+from collector.window import FlowReader, Totals
 from router.telemetry.schema import (
     TELEMETRY_ADDRESS,
     TELEMETRY_SUBJECT,
@@ -178,6 +182,58 @@ def test_the_dataset_holds_exactly_the_rows_sent(
     # Values round-trip: the row sent is the row read.
     first = flow.filter(pa.compute.equal(flow["record_id"], ids("flow", flows_a)[0])).to_pylist()[0]
     assert first["deliveries"] == 0 and first["address"] == "address-0"
+
+
+def test_with_http_it_answers_the_flow_totals_of_what_it_wrote(
+    world: World, router: RouterProcess, tmp_path: Path
+) -> None:
+    """As on Kubernetes, where the console asks the collector rather than read its volume."""
+    port = free_port()
+    c = CollectorProcess(
+        tmp_path, router.url, "--flush-seconds", "0.5", "--http", f"127.0.0.1:{port}"
+    )
+    try:
+        c.start()
+        client = world.connect(router.url)
+        sender = client.sender(TELEMETRY_ADDRESS)
+        world.run_until(lambda: sender.credit > 0, what="credit")
+        rows = make_rows("flow", 20)
+        tracked = sender.send(telemetry("flow", rows))
+        world.run_until(lambda: tracked.settled, timeout=10, what="the collector's outcome")
+        assert tracked.outcome == "accepted"  # written: the files are there
+        url = f"http://127.0.0.1:{port}/flows?from={BASE_MS - HOUR_MS}&to={BASE_MS + HOUR_MS}"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            totals = Totals.from_json(json.load(answer))
+        expected = Totals().add(FlowReader(c.dataset).read(BASE_MS - HOUR_MS, BASE_MS + HOUR_MS))
+        assert totals.records == len(rows) == expected.records
+        assert totals == expected
+        assert c.stop() == 0
+    finally:
+        if c.proc is not None and c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait()
+
+
+def test_a_port_it_cannot_listen_on_is_a_one_line_error(
+    router: RouterProcess, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        c = CollectorProcess(tmp_path, router.url, "--http", f"127.0.0.1:{port}")
+        c.start(wait_attached=False)
+        assert c.proc is not None and c.proc.wait(15) == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in c.log()
+    bad = subprocess.run(
+        [sys.executable, "-m", "collector", "--http", "nowhere"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'operator'}"},
+        timeout=30,
+    )
+    assert bad.returncode == 2
+    assert "'nowhere': expected HOST:PORT" in bad.stderr
 
 
 def test_a_bad_message_is_rejected_and_the_collector_goes_on(

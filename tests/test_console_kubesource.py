@@ -1,8 +1,9 @@
 """The console's Kubernetes source (router_operator/console/kubesource.py) against a fake API
 that answers lists from API objects in the API's own JSON (tests/data/console-kube/: a demo
 namespace of the quick start with pods Ready, not Ready, crash-looping and missing, and another
-namespace with an unschedulable pod and a Router without its StatefulSet yet), filtering them by
-namespace and label selector as the API server does. No network, no cluster."""
+namespace with an unschedulable pod and a Router without its StatefulSet yet; the networks'
+collector Services), filtering them by namespace and label selector as the API server does. No
+network, no cluster: the collectors' answers come from a fake ``fetch``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = json.loads((ROOT / "tests/data/console-kube/cluster.json").read_text())
 KINDS = {
     "/apis/routernet.io/v1alpha1": ("routers", "addresses", "linkroutes"),
-    "/api/v1": ("pods",),
+    "/api/v1": ("pods", "services"),
     "/apis/apps/v1": ("statefulsets",),
 }
 
@@ -152,8 +153,10 @@ def test_every_pod_a_router_should_have_is_a_target_up_or_why_not() -> None:
     # One request per kind, every namespace at once; pods and StatefulSets by the operator's
     # labels (planning/names.py), not the whole cluster's.
     selector = "app.kubernetes.io/component=router,app.kubernetes.io/name=routernet"
+    collectors = "app.kubernetes.io/component=collector,app.kubernetes.io/name=routernet"
     assert sorted(cluster.requests) == [
         ("/api/v1/pods", {"labelSelector": selector}),
+        ("/api/v1/services", {"labelSelector": collectors}),
         ("/apis/apps/v1/statefulsets", {"labelSelector": selector}),
         ("/apis/routernet.io/v1alpha1/addresses", {}),
         ("/apis/routernet.io/v1alpha1/linkroutes", {}),
@@ -167,6 +170,7 @@ def test_one_namespace_is_asked_for_its_own_objects_only() -> None:
     assert [t.id for t in ks.targets()] == ["lonely-0", "lonely-1", "hub-0"]
     assert {path for path, _ in cluster.requests} == {
         "/api/v1/namespaces/other/pods",
+        "/api/v1/namespaces/other/services",
         "/apis/apps/v1/namespaces/other/statefulsets",
         "/apis/routernet.io/v1alpha1/namespaces/other/addresses",
         "/apis/routernet.io/v1alpha1/namespaces/other/linkroutes",
@@ -216,10 +220,10 @@ def test_the_lists_are_kept_for_a_scrape_interval() -> None:
     ks.targets()
     ks.declared()
     ks.targets()
-    assert len(cluster.requests) == 5
+    assert len(cluster.requests) == 6
     clock.now += kubesource.MAX_AGE
     ks.targets()
-    assert len(cluster.requests) == 10
+    assert len(cluster.requests) == 12
 
 
 def test_a_refused_list_keeps_the_last_one_and_says_so_once(
@@ -266,10 +270,47 @@ def test_nothing_listed_yet_and_refused_is_no_routers() -> None:
     assert ks.targets() == []
 
 
-def test_it_is_a_source_with_no_flows_on_kubernetes() -> None:
-    ks, _, _ = source(None)
+def test_flows_are_asked_of_every_networks_collector_service_and_added_up() -> None:
+    from collector.window import Totals
+    from router.telemetry.schema import FLOW_COUNTS, LATENCY_BUCKETS
+
+    asked: list[tuple[str, float]] = []
+
+    def fetch(url: str, timeout: float) -> Any:
+        asked.append((url, timeout))
+        if url.startswith("http://10.96.40.11:8080/"):
+            raise OSError("Connection refused")
+        counts = [0] * len(FLOW_COUNTS)
+        counts[FLOW_COUNTS.index("deliveries")] = 42
+        totals = Totals(records=3, paths={("orders", "core-0", "edge-1", None): (counts, [0] * 5)})
+        return totals.to_json()
+
+    cluster, clock = FakeCluster(DATA), Clock()
+    ks = KubernetesSource(cluster, None, clock=clock, fetch=fetch)  # type: ignore[arg-type]
     typed: Source = ks  # what the scraper and the server take
-    assert typed.dataset() is None and ks.analysis() is None
+    answer = typed.flows(1_000, 61_000)
+    # The router's own Service has no flows port and is not asked.
+    assert [url for url, _ in asked] == [
+        "http://10.96.40.10:8080/flows?from=1000&to=61000",
+        "http://10.96.40.11:8080/flows?from=1000&to=61000",
+    ]
+    assert answer.totals is not None and answer.totals.records == 3
+    [(key, (counts, hist))] = answer.totals.paths.items()
+    assert key == ("orders", "core-0", "edge-1", None)
+    assert counts[0] == 42 and len(hist) == LATENCY_BUCKETS
+    assert answer.unanswered == (
+        "the collector of network other/east did not answer (http://10.96.40.11:8080):"
+        " Connection refused",
+    )
+    assert ks.analysis() is None
+
+
+def test_no_collector_service_is_no_flows_and_why() -> None:
+    data = {**DATA, "services": []}
+    ks, _, _ = source(None, data)
+    answer = ks.flows(0, 60_000)
+    assert answer.totals is None
+    assert answer.reason.startswith("no collector Service found")
 
 
 # --- why a pod is down -------------------------------------------------------------------------

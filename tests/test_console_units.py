@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from router_operator.console import health, view
 from router_operator.console.auth import AuthError, BasicAuth, TokenReviewAuth
-from router_operator.console.flows import Flow, FlowReader, FlowsError, parse_minutes, summarize
+from router_operator.console.flows import FlowsError, parse_minutes, summarize
 from router_operator.console.sources import Declared, Target
 
+from collector.window import Flow, Totals
 from router.management.entitytypes import HOSTED_NODE
 from router.telemetry.schema import LATENCY_BOUNDS_US, LATENCY_BUCKETS, latency_bucket
 
@@ -276,7 +277,7 @@ def test_the_flows_summary_is_a_matrix_and_the_busiest_paths_with_latency() -> N
         flow("news", "B", "A", 60, 20_000),
         flow("lost", "A", None, 6, 0),
     ]
-    summary = summarize(flows, 0, 60_000)
+    summary = summarize(Totals().add(flows), 0, 60_000)
     cells = {(c["ingress"], c["egress"]): c for c in summary["matrix"]}
     assert cells[("A", "B")]["deliveries"] == 1200
     assert cells[("A", "B")]["perSecond"] == 20.0
@@ -305,52 +306,6 @@ def test_bad_minutes_get_a_one_line_error(text: str, error: str) -> None:
     with pytest.raises(FlowsError, match=error):
         parse_minutes(text)
     assert parse_minutes(None) == 5
-
-
-def test_the_reader_takes_the_collectors_files_of_the_window_and_only_new_ones_again(
-    tmp_path: Path,
-) -> None:
-    from collector.arrow import record_batch
-    from collector.partitions import split
-    from collector.store import write_partition
-
-    now_ms = int(T0 * 1000)
-
-    def write(start_ms: int, deliveries: int) -> None:
-        row = {
-            "record_id": f"r{start_ms}",
-            "schema_version": 2,
-            "router": "A",
-            "window_start": start_ms,
-            "window_end": start_ms + 10_000,
-            "address": "orders",
-            "ingress_router": "A",
-            "egress_router": "B",
-            "deliveries": deliveries,
-            "bytes": 0,
-            "accepted": deliveries,
-            "released": 0,
-            "rejected": 0,
-            "modified": 0,
-            "presettled": 0,
-            "dropped": 0,
-            "latency_samples": 0,
-            "latency_sum_us": 0.0,
-            "latency_max_us": None,
-            "latency_hist": [0] * LATENCY_BUCKETS,
-            "node_leg": None,
-        }
-        for partition, part in split("flow", record_batch("flow", [row])).items():
-            write_partition(tmp_path, partition, [part])
-
-    write(now_ms - 30_000, 5)
-    write(now_ms - 20 * 60_000, 7)  # outside a 5-minute window
-    reader = FlowReader(tmp_path)
-    got = reader.read(now_ms - 5 * 60_000, now_ms)
-    assert [f.counts[0] for f in got] == [5]
-    write(now_ms - 10_000, 9)
-    got = reader.read(now_ms - 5 * 60_000, now_ms)
-    assert sorted(f.counts[0] for f in got) == [5, 9]
 
 
 # --- auth ---------------------------------------------------------------------------------

@@ -672,6 +672,7 @@ CONSOLE_READS = {
     "routernet.io/linkroutes": {"get", "list", "watch"},
     "pods": {"get", "list", "watch"},
     "pods/log": {"get"},
+    "services": {"get", "list", "watch"},
     "apps/statefulsets": {"get", "list", "watch"},
 }
 

@@ -13,6 +13,7 @@ from router_operator.kubernetes.reconciler import Memory, Snapshot, reconcile_na
 from router_operator.planning.planner import ListenerDecl, RouterDecl, plan_namespace
 from router_operator.rendering.collector import (
     DATASET_DIR,
+    FLOWS_PORT,
     CollectorSettings,
     claim_name,
     deployment_name,
@@ -41,11 +42,11 @@ def mesh() -> list[RouterDecl]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_deployment_and_claim_validate(version: str) -> None:
+def test_the_deployment_claim_and_service_validate(version: str) -> None:
     objects = rendered(
         mesh(), CollectorSettings(image="x", storage_class="fast", storage_size="5Gi")
     )
-    assert list(objects) == ["PersistentVolumeClaim", "Deployment"]  # apply order
+    assert list(objects) == ["PersistentVolumeClaim", "Deployment", "Service"]  # apply order
     for obj in objects.values():
         kubernetes_validate.validate(obj, version, strict=True)
 
@@ -66,6 +67,8 @@ def test_the_collector_receives_from_the_first_interior_client_service() -> None
         DATASET_DIR,
         "--id",
         "routernet-collector-default",
+        "--http",
+        f"0.0.0.0:{FLOWS_PORT}",
     ]
     [mount] = container["volumeMounts"]
     assert DATASET_DIR.startswith(mount["mountPath"])
@@ -78,10 +81,28 @@ def test_the_collector_receives_from_the_first_interior_client_service() -> None
     assert spec["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
 
 
+def test_the_service_reaches_the_collectors_flow_totals_and_readiness_asks_them() -> None:
+    objects = rendered(mesh())
+    service, deployment = objects["Service"], objects["Deployment"]
+    assert service["metadata"]["name"] == deployment_name("default")
+    assert service["metadata"]["labels"]["app.kubernetes.io/component"] == "collector"
+    assert service["metadata"]["labels"]["routernet.io/network"] == "default"
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    [port] = service["spec"]["ports"]
+    [container] = pod["spec"]["containers"]
+    [container_port] = container["ports"]
+    assert port["port"] == FLOWS_PORT == container_port["containerPort"]
+    assert port["targetPort"] == container_port["name"]
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/healthz", "port": container_port["name"]}
+
+
 def test_every_router_of_the_network_owns_the_deployment_and_none_the_claim() -> None:
     objects = rendered(mesh())
     owners = objects["Deployment"]["metadata"]["ownerReferences"]
     assert [o["name"] for o in owners] == ["core-a", "core-b", "leaf"]
+    assert objects["Service"]["metadata"]["ownerReferences"] == owners
     assert not any(o.get("controller") for o in owners)
     assert "ownerReferences" not in objects["PersistentVolumeClaim"]["metadata"]
 
@@ -158,6 +179,7 @@ def test_the_reconciler_applies_it_once_per_network_and_not_again_unchanged() ->
     assert collector == [
         "PersistentVolumeClaim/routernet-telemetry-default",
         "Deployment/routernet-collector-default",
+        "Service/routernet-collector-default",
     ]
     again = FakeApi()
     reconcile_namespace(snapshot, again, config, memory)

@@ -35,6 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from router.pod.kubeapi import Cluster, KubeApiError
+from router_operator.console.flows import FlowAnswer
+from router_operator.console.kubeflows import (
+    COMPONENT_SELECTOR,
+    Fetch,
+    collectors,
+    gather,
+    http_get,
+)
 from router_operator.console.sources import Declared, Target
 from router_operator.local.backend import network_summary
 from router_operator.planning import adapter
@@ -71,6 +79,8 @@ class Snapshot:
     statefulsets: tuple[Mapping[str, Any], ...] = ()
     addresses: tuple[Mapping[str, Any], ...] = ()
     link_routes: tuple[Mapping[str, Any], ...] = ()
+    collectors: tuple[Mapping[str, Any], ...] = ()
+    """The networks' collector Services (console/kubeflows.py)."""
 
 
 # --- pure: API objects in, targets and declarations out ---------------------------------------
@@ -305,8 +315,10 @@ class KubernetesSource:
         namespace: str | Sequence[str] | None,
         max_age: float = MAX_AGE,
         clock: Callable[[], float] = time.monotonic,
+        fetch: Fetch = http_get,
     ) -> None:
         self.cluster = cluster
+        self.fetch = fetch
         if isinstance(namespace, str):
             namespace = [namespace]
         self.namespaces: tuple[str, ...] | None = (
@@ -361,8 +373,8 @@ class KubernetesSource:
             return [failure]
         return text.splitlines()[-lines:]
 
-    def dataset(self) -> Path | None:
-        return None  # the collectors' datasets are on their claims, not here (yet)
+    def flows(self, start_ms: int, end_ms: int) -> FlowAnswer:
+        return gather(collectors(self._snapshot()[0].collectors), start_ms, end_ms, self.fetch)
 
     def analysis(self) -> Path | None:
         return None
@@ -392,6 +404,9 @@ class KubernetesSource:
                 ),
                 link_routes=self._list(
                     "linkroutes", f"/apis/{GROUP}/{VERSION}", "linkroutes", old.link_routes
+                ),
+                collectors=self._list(
+                    "services", "/api/v1", "services", old.collectors, COMPONENT_SELECTOR
                 ),
             )
             self._cache = _Cache(now, snapshot)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import mimetypes
 import re
-import threading
 import time
 import urllib.parse
 from http import HTTPStatus
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from router_operator.console.auth import Anonymous, Authenticator
-from router_operator.console.flows import FlowReader, FlowsError, parse_minutes, summarize
+from router_operator.console.flows import FlowsError, parse_minutes, summarize
 from router_operator.console.scraper import Scraper
 from router_operator.console.view import internal
 
@@ -53,9 +52,6 @@ class Console:
         self.scraper = scraper
         self.source = scraper.source
         self.auth: Authenticator = authenticator or Anonymous()
-        dataset = self.source.dataset()
-        self.flows = FlowReader(dataset) if dataset is not None else None
-        self._flows_lock = threading.Lock()
 
     def _latest(self) -> dict[str, Any]:
         current, _ = self.scraper.latest()
@@ -147,17 +143,17 @@ class Console:
 
     def flow_summary(self, query: dict[str, list[str]]) -> dict[str, Any]:
         minutes = parse_minutes((query.get("minutes") or [None])[0])
-        if self.flows is None:
-            return {
-                "available": False,
-                "minutes": minutes,
-                "reason": "no telemetry dataset: the network runs without a collector",
-            }
         end = int(time.time() * 1000)
         start = end - minutes * 60_000
-        with self._flows_lock:
-            flows = self.flows.read(start, end)
-        return {"available": True, "minutes": minutes, **summarize(flows, start, end)}
+        answer = self.source.flows(start, end)
+        if answer.totals is None:
+            return {"available": False, "minutes": minutes, "reason": answer.reason}
+        return {
+            "available": True,
+            "minutes": minutes,
+            "unanswered": list(answer.unanswered),
+            **summarize(answer.totals, start, end),
+        }
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from collector.window import FlowReader
+from router_operator.console.flows import FlowAnswer
 from router_operator.local import backend as local
 from router_operator.local.collector import DATASET_DIR
 
@@ -57,8 +59,8 @@ class Source(Protocol):
 
     def log_tail(self, target: Target, lines: int) -> list[str]: ...
 
-    def dataset(self) -> Path | None:
-        """The collector's Parquet dataset, when the console can read it."""
+    def flows(self, start_ms: int, end_ms: int) -> FlowAnswer:
+        """The flow records of the window, summed by path (collector/window.py)."""
         ...
 
     def analysis(self) -> Path | None:
@@ -73,6 +75,7 @@ class LocalSource:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir.resolve()
         self.name = local.shown_path(str(self.state_dir))
+        self._reader = FlowReader(self.state_dir / DATASET_DIR)
 
     def _state(self) -> local.State | None:
         return local.State.load(self.state_dir) if self.state_dir.is_dir() else None
@@ -116,9 +119,10 @@ class LocalSource:
         except OSError as err:
             return [f"{path}: {err.strerror}"]
 
-    def dataset(self) -> Path | None:
-        path = self.state_dir / DATASET_DIR
-        return path if path.is_dir() else None
+    def flows(self, start_ms: int, end_ms: int) -> FlowAnswer:
+        if not self._reader.dataset.is_dir():
+            return FlowAnswer(None, "no telemetry dataset: the network runs without a collector")
+        return FlowAnswer(self._reader.totals(start_ms, end_ms))
 
     def analysis(self) -> Path | None:
         path = self.state_dir / "analysis"

@@ -18,8 +18,12 @@ Choices, and why:
   deletes it when the last of them goes, and not before. The PVC has no owner: the telemetry
   outlives the network (delete ``routernet-telemetry-<network>`` to drop it); a network that
   comes back with the same name writes into it again.
-- Names: ``routernet-collector-<network>`` and ``routernet-telemetry-<network>`` (a network name
-  is a DNS label, so both are valid names); labels select by network, not by name.
+- It answers ``GET /flows`` with the flow totals of a window (collector/http.py) on port
+  FLOWS_PORT, behind a Service of the Deployment's name: the network console cannot mount the
+  ReadWriteOnce volume, so it asks. The same endpoint is the pod's readiness probe.
+- Names: ``routernet-collector-<network>`` (Deployment and Service) and
+  ``routernet-telemetry-<network>`` (a network name is a DNS label, so both are valid names);
+  labels select by network, not by name.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ DATA_DIR = "/var/lib/routernet"
 DATASET_DIR = f"{DATA_DIR}/telemetry"
 RUN_AS = 10001
 TERMINATION_GRACE_SECONDS = 30
+FLOWS_PORT = 8080
+FLOWS_PORT_NAME = "flows"
 DEFAULT_STORAGE_SIZE = "10Gi"
 DEFAULT_RESOURCES: Mapping[str, Any] = {
     "requests": {"cpu": "50m", "memory": "128Mi"},
@@ -112,8 +118,8 @@ def owner_references(routers: Sequence[RouterPlan]) -> list[dict[str, Any]]:
 def render_collector(
     network: NetworkPlan, namespace: str, settings: CollectorSettings, cluster_domain: str
 ) -> list[dict[str, Any]]:
-    """The PVC and the Deployment (apply order), or nothing when the network has no Router
-    the collector could receive from, or no Router with a uid to own the Deployment."""
+    """The PVC, the Deployment and its Service (apply order), or nothing when the network has
+    no Router the collector could receive from, or no Router with a uid to own them."""
     url = source_url(network, namespace, cluster_domain)
     owners = owner_references(network.routers)
     if url is None or not owners:
@@ -121,6 +127,7 @@ def render_collector(
     return [
         render_claim(network.name, namespace, settings),
         render_deployment(network.name, namespace, settings, url, owners),
+        render_service(network.name, namespace, owners),
     ]
 
 
@@ -162,7 +169,14 @@ def render_deployment(
             DATASET_DIR,
             "--id",
             deployment_name(network),
+            "--http",
+            f"0.0.0.0:{FLOWS_PORT}",
         ],
+        "ports": [{"name": FLOWS_PORT_NAME, "containerPort": FLOWS_PORT, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": FLOWS_PORT_NAME},
+            "periodSeconds": 10,
+        },
         "resources": copy.deepcopy(dict(settings.resources)),
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -208,5 +222,29 @@ def render_deployment(
                     ],
                 },
             },
+        },
+    }
+
+
+def render_service(network: str, namespace: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": deployment_name(network),
+            "namespace": namespace,
+            "labels": labels(network),
+            "ownerReferences": owners,
+        },
+        "spec": {
+            "selector": selector_labels(network),
+            "ports": [
+                {
+                    "name": FLOWS_PORT_NAME,
+                    "port": FLOWS_PORT,
+                    "targetPort": FLOWS_PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
         },
     }

@@ -463,6 +463,13 @@ export const flows = (() => {
         { class: "muted", id: "flows-window" },
         `${fmt.count(answer.records)} flow records from ${fmt.clock(answer.from)} to ${fmt.clock(answer.to)}`,
       ),
+      answer.unanswered?.length
+        ? h(
+            "ul",
+            { class: "error-text", id: "flows-unanswered" },
+            answer.unanswered.map((why) => h("li", null, `Missing: ${why}`)),
+          )
+        : null,
       matrix(answer, routers),
       h("h2", null, "Busiest paths"),
       hidden
