@@ -1,8 +1,9 @@
 """The network console on the cluster: helm upgrade with console.enabled and basic auth from a
 Secret made here; its pod Ready; from a pod in the cluster, through its Service as a user's
 script would go, /api/topology refused without credentials and, with them, listing every router
-of the examples/ network up and linked, and /api/health answering; then console.enabled off
-again, its Deployment gone."""
+of the examples/ network up and linked, /api/health answering, and /api/flows adding up what the
+network's collector (asked through its Service: the dataset is on its ReadWriteOnce claim)
+wrote of the last hour; then console.enabled off again, its Deployment gone."""
 
 from __future__ import annotations
 
@@ -98,6 +99,17 @@ def test_the_console_shows_the_network_to_its_users_only(
             if p["severity"] == "error" and p["subject"].get("router") in ids
         ]  # fmt: skip
         assert not errors, errors
+        flows = found["flows"]
+        assert flows["available"], flows
+        assert flows["unanswered"] == [], flows["unanswered"]
+        assert flows["records"] > 0, flows
+        # The network's routers in it (and perhaps pods scaled away since, within the hour).
+        assert set(flows["routers"]) & set(ids), (flows["routers"], ids)
+        assert sum(cell["deliveries"] for cell in flows["matrix"]) > 0, flows["matrix"]
+        say(
+            f"/api/flows?minutes=60 from the collector's Service: {flows['records']} records,"
+            f" {len(flows['matrix'])} matrix cells, routers {', '.join(flows['routers'])}"
+        )
         say(
             f"console.enabled with basic auth: pod Ready {ready:.0f} s after helm upgrade;"
             f" /api/topology 401 without credentials, with them {', '.join(ids)} up"

@@ -4,9 +4,11 @@ router image's Python; the standard library only):
     console_probe.py URL USER PASSWORD SECONDS ROUTER...
 
 Asks URL/api/topology without credentials (the answer's status and challenge), then with them
-every 2 s until every ROUTER is up and in a link, or SECONDS have passed; then URL/api/health.
-Prints one JSON line, {"unauthenticated": {...}, "topology": {...}, "health": {...},
-"seconds": ...}, and exits 0 when every request was answered (the suite judges the answers).
+every 2 s until every ROUTER is up and in a link, or SECONDS have passed; then URL/api/health;
+then URL/api/flows?minutes=60 every 2 s until it has records from every collector it asked (the
+collectors flush every 10 s), or SECONDS more have passed. Prints one JSON line,
+{"unauthenticated": {...}, "topology": {...}, "health": {...}, "flows": {...}, "seconds": ...},
+and exits 0 when every request was answered (the suite judges the answers).
 """
 
 from __future__ import annotations
@@ -55,10 +57,21 @@ def main(url: str, user: str, password: str, seconds: str, *routers: str) -> int
     if status != 200:
         print(json.dumps({"error": f"/api/health: {status}"}))
         return 1
+    waited = time.monotonic()
+    while True:
+        status, _, flows = get(f"{url}/api/flows?minutes=60", basic)
+        if status != 200:
+            print(json.dumps({"error": f"/api/flows: {status}"}))
+            return 1
+        complete = flows.get("available") and flows["records"] and not flows["unanswered"]
+        if complete or time.monotonic() - waited > float(seconds):
+            break
+        time.sleep(2)
     found = {
         "unauthenticated": unauthenticated,
         "topology": topology,
         "health": health,
+        "flows": flows,
         "seconds": round(time.monotonic() - started, 1),
     }
     print(json.dumps(found))
