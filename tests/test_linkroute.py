@@ -361,6 +361,8 @@ def test_a_connection_scoped_route_serves_links_from_across_the_network(
     net["B"].listeners.append(
         {"host": net["B"].host, "port": free_port(net["B"].host), "role": "route-container"}
     )
+    # The broker does not authenticate: B lets clients that do not change it.
+    net["B"].config["router"]["managementWriters"] = ["anonymous"]
     with net:
         broker = FakeBroker(world, net["B"].listener_url(2), container_id="edge-with-broker")
         mgmt = Management(broker)

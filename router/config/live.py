@@ -15,6 +15,7 @@ difference, without dropping anything that need not go:
   (as when the peer goes: routes through it drop, its deliveries are resolved), changed ones
   are replaced;
 - ``router.drainTimeoutSeconds``: read when a drain starts, so the next SIGTERM uses it;
+- ``router.managementWriters``: read at every management write;
 - ``gateway`` (rules, defaultContainer, export, containers): read when used, so the next
   ``()/node`` message or attach, and the next advertisement to a joined network, follow it;
 - sslProfiles, by name: every profile is loaded first (a file Proton cannot load refuses the
@@ -56,7 +57,7 @@ class RestartRequired(Exception):
 
 
 # Settings of the ``router`` entity that are read when used, not once at start.
-LIVE_ROUTER_SETTINGS = frozenset({"drainTimeoutSeconds"})
+LIVE_ROUTER_SETTINGS = frozenset({"drainTimeoutSeconds", "managementWriters"})
 
 
 def router_changes(old: RouterConfig, new: RouterConfig) -> list[str]:

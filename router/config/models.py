@@ -630,6 +630,17 @@ class RouterSettings(Strict):
             " Changes apply live."
         ),
     )
+    managementWriters: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Users who may CREATE, UPDATE and DELETE through this router's $management (reads"
+            " stay open to whoever may connect): a connection's SASL user (PLAIN as"
+            " USER@REALM, EXTERNAL the certificate's subject), else its TLS client"
+            " certificate's subject, else 'anonymous' (listing it allows every client that did"
+            " not authenticate). The routers of the network may always, on a link to this"
+            " router's $management of their own. Others get 403. Changes apply live."
+        ),
+    )
     saslConfigDir: str | None = Field(
         default=None,
         description=(

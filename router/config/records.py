@@ -26,6 +26,7 @@ class RouterSettings(RecordBase):
         "helloIntervalSeconds",
         "helloMaxAgeSeconds",
         "id",
+        "managementWriters",
         "mode",
         "raIntervalFluxSeconds",
         "raIntervalSeconds",
@@ -42,6 +43,7 @@ class RouterSettings(RecordBase):
         "raIntervalFluxSeconds",
         "remoteLsMaxAgeSeconds",
         "drainTimeoutSeconds",
+        "managementWriters",
         "saslConfigDir",
         "saslConfigName",
     )
@@ -57,6 +59,7 @@ class RouterSettings(RecordBase):
         raIntervalFluxSeconds: int = 4,
         remoteLsMaxAgeSeconds: int = 60,
         drainTimeoutSeconds: float = 10.0,
+        managementWriters: list[str] | None = None,
         saslConfigDir: str | None = None,
         saslConfigName: str = "routernet",
     ) -> None:
@@ -68,6 +71,7 @@ class RouterSettings(RecordBase):
         self.raIntervalFluxSeconds = raIntervalFluxSeconds
         self.remoteLsMaxAgeSeconds = remoteLsMaxAgeSeconds
         self.drainTimeoutSeconds = drainTimeoutSeconds
+        self.managementWriters: list[str] = [] if managementWriters is None else managementWriters
         self.saslConfigDir = saslConfigDir
         self.saslConfigName = saslConfigName
 

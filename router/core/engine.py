@@ -956,11 +956,17 @@ class Router:
         if agent is None:
             from router.management import inventory
             from router.management.agent import Agent
+            from router.management.authorization import WriteAuthorization
 
+            writes = WriteAuthorization(lambda: self.config.router.managementWriters)
             agent = self.agent = Agent(
-                self.id, inventory.entities(self), self.mgmt_nodes, scoped=self.linkrouter
+                self.id,
+                inventory.entities(self),
+                self.mgmt_nodes,
+                scoped=self.linkrouter,
+                may_write=writes.refusal,
             )
-        response = agent.handle(request, None if origin is None else origin.conn)
+        response = agent.handle(request, None if origin is None else origin.conn, origin)
         if response is None or not response.address:
             return
         self.fwd.originate(response.encode(), response.address)

@@ -520,6 +520,7 @@ class Agent:
         entities: Mapping[str, Callable[[], list[dict[str, Any]]]],
         mgmt_nodes: Callable[[], list[str]],
         scoped: ScopedLinkRoutes | None = None,
+        may_write: Callable[[Any], str | None] = lambda origin: None,
     ) -> None:
         unknown = set(entities) - set(ENTITY_ATTRIBUTES)
         if unknown:
@@ -528,8 +529,11 @@ class Agent:
         self._entities = dict(entities)
         self._mgmt_nodes = mgmt_nodes
         self._scoped = scoped
+        self._may_write = may_write
         # The connection the request being handled came on: scoped entities answer for it.
         self._requester: Any = None
+        # The link it came on: whether it may write (router/management/authorization.py).
+        self._origin: Any = None
         if scoped is not None:
             self._entities[CONN_LINK_ROUTE] = lambda: scoped.scoped_rows(self._requester)
         self._node_operations: dict[str, Callable[[Mapping[str, Any], Any], Any]] = {
@@ -541,10 +545,14 @@ class Agent:
             "GET-MGMT-NODES": self._get_mgmt_nodes,
         }
 
-    def handle(self, request: proton.Message, requester: Any = None) -> proton.Message | None:
-        """The response to `request`, which came on connection `requester` (None: not over a
-        connection), or None when it has no reply-to (nothing can be answered; Dispatch drops
-        such requests too). Never raises: failures become error responses."""
+    def handle(
+        self, request: proton.Message, requester: Any = None, origin: Any = None
+    ) -> proton.Message | None:
+        """The response to `request`, which came on connection `requester` by link `origin`
+        (None: not over a connection), or None when it has no reply-to (nothing can be
+        answered; Dispatch drops such requests too). Never raises: failures become error
+        responses. A CREATE, UPDATE or DELETE is answered 403 when `may_write(origin)` says
+        why not, whatever the entity."""
         try:
             reply_to = request.reply_to
         except Exception:  # proton decodes it only now: an address not UTF-8 is none
@@ -553,6 +561,7 @@ class Agent:
             return None
         correlation = None
         self._requester = requester
+        self._origin = origin
         try:
             correlation = _correlation(request)
             status, body = self._perform(request)
@@ -572,6 +581,7 @@ class Agent:
             description = f"{type(error).__name__}: {error}"
         finally:
             self._requester = None
+            self._origin = None
         return self._response(reply_to, correlation, status, description, {})
 
     @staticmethod
@@ -606,6 +616,10 @@ class Agent:
             return HTTPStatus.OK, node_operation(properties, request.body)
         if operation == "READ":
             return HTTPStatus.OK, self._read(properties)
+        if operation in ("CREATE", "UPDATE", "DELETE"):
+            refusal = self._may_write(self._origin)
+            if refusal is not None:
+                raise _Failure(HTTPStatus.FORBIDDEN, refusal)
         if operation in ("CREATE", "DELETE") and self._scoped is not None:
             requested = properties.get("type")
             if requested is not None and _resolve(requested) == CONN_LINK_ROUTE:
