@@ -874,3 +874,37 @@ def test_the_gateway_tls_examples_render_valid_objects(name: str) -> None:
         f"{family}-tls-{owner}",
         f"{family}-ca-{owner}",
     ]
+
+
+def test_management_writers_reach_every_pods_config_and_restart_nothing() -> None:
+    """A Router's managementWriters: in each of its pods' router settings (applied live by the
+    router's config-sync), the StatefulSet as it was."""
+    parsed = adapter.parse(
+        "Router",
+        {
+            "apiVersion": "routernet.io/v1alpha1",
+            "kind": "Router",
+            "metadata": {"name": "core", "namespace": NS, "uid": "uid-core"},
+            "spec": {"replicas": 3, "managementWriters": ["broker@example.com", "anonymous"]},
+        },
+    )
+    decl = adapter.router_decl(parsed, "routernet/router:test")
+    assert decl.management_writers == ("broker@example.com", "anonymous")
+    writers = objects(plan([decl]), "core")
+    for i in range(3):
+        router = json.loads(writers["ConfigMap/core-config"]["data"][f"core-{i}.json"])["router"]
+        assert router["managementWriters"] == ["broker@example.com", "anonymous"]
+    nobody = objects(
+        plan(
+            [
+                adapter.router_decl(
+                    adapter.parse("Router", {**parsed.body, "spec": {"replicas": 3}}),
+                    "routernet/router:test",
+                )
+            ]
+        ),
+        "core",
+    )
+    router = json.loads(nobody["ConfigMap/core-config"]["data"]["core-0.json"])["router"]
+    assert "managementWriters" not in router
+    assert nobody["StatefulSet/core"] == writers["StatefulSet/core"]

@@ -212,6 +212,7 @@ def router_decl(parsed: Parsed, default_image: str) -> RouterDecl:
         store=None
         if spec.store is None
         else StoreDecl(spec.store.size, spec.store.storageClassName),
+        management_writers=tuple(spec.managementWriters),
     )
 
 

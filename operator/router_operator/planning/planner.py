@@ -180,6 +180,8 @@ class RouterDecl:
     hosts: int | None = None
     """How many of its pods (the first) host those nodes; None: all. Fewer while a scale-in
     waits for the others to hand theirs off (planning/handoff.py)."""
+    management_writers: tuple[str, ...] = ()
+    """Users its routers let write through $management (router.managementWriters)."""
 
 
 @dataclass(frozen=True)
@@ -853,6 +855,8 @@ def _build_config(
     all but the files (TLS certificates, the SASL directory), which exist in the pod (mounted
     volumes) but not where the operator runs: the router checks those when it loads this."""
     router: dict[str, Any] = {"id": pod.name, "mode": pod.router.role}
+    if pod.router.management_writers:
+        router["managementWriters"] = list(pod.router.management_writers)
     if _sasl_users_secret(pod.router) is not None:
         router["saslConfigDir"] = SASL_CONFIG_DIR
         router["saslConfigName"] = SASL_CONFIG_NAME

@@ -148,6 +148,7 @@ Quantity = Annotated[
 ]
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+UserName = Annotated[str, Field(min_length=1, max_length=1024)]
 SaslMechanism = Literal["ANONYMOUS", "PLAIN"]
 Distribution = Literal["closest", "balanced", "multicast"]
 UndeliverableAction = Literal["drop", "hold", "redirect"]
@@ -384,6 +385,17 @@ class RouterSpec(StrictSpec):
             "A PersistentVolumeClaim per pod, for the queues and topics of Addresses whose"
             " node names this Router; immutable (a StatefulSet's volumeClaimTemplates cannot"
             " change): give it when the Router is created."
+        ),
+    )
+    managementWriters: list[UserName] = Field(
+        default_factory=list,
+        max_length=64,
+        description=(
+            "Users who may CREATE, UPDATE and DELETE through its routers' $management (a"
+            " broker registering connection-scoped link routes, say): a SASL PLAIN user as"
+            " USER@REALM, a TLS client certificate's subject, or 'anonymous' for every client"
+            " that does not authenticate. Reads stay open; the network's routers may always;"
+            " anyone else gets 403. Empty (the default): nobody. Applied live."
         ),
     )
 
