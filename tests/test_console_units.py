@@ -4,6 +4,7 @@ health rules, the flows summary and reader, authentication. No routers, no socke
 from __future__ import annotations
 
 import base64
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,17 @@ def test_a_split_network_and_an_edge_without_uplink_are_errors() -> None:
     found = health.problems([current])
     assert sorted(p["kind"] for p in found) == ["edge-alone", "partition", "partition"]
     assert {p["severity"] for p in found} == {"error"}
+
+
+def test_networks_of_one_name_in_two_namespaces_are_two_networks() -> None:
+    """`default` in namespace east and in namespace west: neither is split for not reaching
+    the other's routers."""
+    scrapes = [
+        view.Scrape(dataclasses.replace(target("A"), namespace="east"), T0, rows("A")),
+        view.Scrape(dataclasses.replace(target("B"), namespace="west"), T0, rows("B")),
+    ]
+    current, _ = view.build(scrapes, Declared(), view.Counters())
+    assert health.problems([current]) == []
 
 
 def test_a_link_re_established_twice_within_two_minutes_is_flapping() -> None:

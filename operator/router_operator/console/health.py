@@ -62,11 +62,15 @@ def _routers_down(view: View) -> list[dict[str, Any]]:
 
 def _partitions(view: View) -> list[dict[str, Any]]:
     """An interior that does not reach another interior of its network that is up: the
-    network is split, and addresses on one side are unreachable from the other."""
+    network is split, and addresses on one side are unreachable from the other. A network is
+    its namespace's: two namespaces' networks of one name (``default``) are two networks."""
     up = [r for r in view["routers"] if r["state"] == "up" and r["mode"] == "interior"]
     found = []
     for r in up:
-        peers = {o["id"] for o in up if o["network"] == r["network"] and o["id"] != r["id"]}
+        mine = (r["namespace"], r["network"])
+        peers = {
+            o["id"] for o in up if (o["namespace"], o["network"]) == mine and o["id"] != r["id"]
+        }
         missing = sorted(peers - set(r.get("knownRouters", [])))
         if missing:
             found.append(
