@@ -1,13 +1,15 @@
 """`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Five suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
+Seven suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
 `network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
 router, what telemetry costs), `nodes` (a queue the routers host, durable and not, through the
 network and on its host, against RabbitMQ's classic and quorum queues; recovery of a million
 messages after `kill -9`), `collector` (telemetry records per second into Parquet, through a
 router), `autoscaling` (time to scale out under load, messages lost scaling in) and `console`
-(what a 50-router network costs the network console and a browser loading its pages). Exits 1
-if any scenario failed, after still writing what the others measured.
+(what a 50-router network costs the network console and a browser loading its pages), and
+`chaos` (faults on a seeded schedule against the example network under traffic of every kind,
+its invariants checked: bench/chaos/). Exits 1 if any scenario failed, after still writing what
+the others measured.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import autoscaling, collector, console, network, nodes, one_router
+from bench.chaos import run as chaos
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
 
@@ -27,7 +30,7 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network", "nodes", "collector", "autoscaling", "console")
+SUITES = ("one-router", "network", "nodes", "collector", "autoscaling", "console", "chaos")
 
 
 def _positive(kind: type[int] | type[float]) -> Any:
@@ -76,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
         f"compared ({one_router.LATENCY_ROUNDS}; --quick 1)",
     )
     p.add_argument(
+        "--chaos-seconds",
+        type=_positive(float),
+        help=f"how long the chaos soak faults the network ({chaos.DEFAULT_SECONDS:.0f};"
+        f" --quick {chaos.QUICK_SECONDS:.0f})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=chaos.DEFAULT_SEED,
+        help="the chaos soak's schedule: a failed run is replayed with its seed"
+        " (default: %(default)s)",
+    )
+    p.add_argument(
         "--via",
         choices=("router", "broker"),
         default="router",
@@ -107,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
-    if suite in ("nodes", "collector", "autoscaling", "console"):
+    if suite in ("nodes", "collector", "autoscaling", "console", "chaos"):
         return RESULTS_DIR / f"{suite}.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
@@ -119,6 +135,7 @@ def _markdown(results: dict[str, Any]) -> str:
         "collector": collector,
         "autoscaling": autoscaling,
         "console": console,
+        "chaos": chaos,
     }
     return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
@@ -144,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "collector": list(collector.SCENARIOS),
         "autoscaling": list(autoscaling.SCENARIOS),
         "console": list(console.SCENARIOS),
+        "chaos": list(chaos.SCENARIOS),
     }
     by_default = {
         "autoscaling": list(autoscaling.SCENARIOS),
@@ -152,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": list(nodes.SCENARIOS),
         "collector": list(collector.SCENARIOS),
         "console": list(console.SCENARIOS),
+        "chaos": list(chaos.SCENARIOS),
     }
     suites = list(SUITES) if suite == "all" else [suite]
     names = args.scenarios.split(",") if args.scenarios else None
@@ -172,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         QUICK_LATENCY_SECONDS if args.quick else DEFAULT_LATENCY_SECONDS
     )
     clients = None
-    if set(suites) - {"collector", "console"}:  # these two send with no C clients
+    if set(suites) - {"collector", "console", "chaos"}:  # these send with no C clients
         try:
             clients = build(broker=args.via == "broker")
         except BenchError as e:
@@ -204,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             results = autoscaling.run(clients, chosen)
         elif s == "console":
             results = console.run(chosen, quick=args.quick)
+        elif s == "chaos":
+            seconds = args.chaos_seconds or (
+                chaos.QUICK_SECONDS if args.quick else chaos.DEFAULT_SECONDS
+            )
+            # Its network's state and logs: beside an --output given, else under bench/build/.
+            logs = (BUILD_DIR if args.output is None else output.parent) / "chaos"
+            results = chaos.run(chosen, seconds, args.seed, log_dir=logs)
         elif s == "one-router":
             assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}

@@ -1,0 +1,69 @@
+"""What the chaos soak's clients saw, and whether it keeps the promises: every message a
+sender saw accepted reached a consumer, duplicates only where a router died holding unsettled
+deliveries. A consumer getting the same message twice is a duplicate; two subscribers of a
+multicast address each getting it is not.
+
+Pure bookkeeping, thread-safe (the clients record from their own thread, the runner reads).
+Messages are identified by ``<kind>-<n>``, which the senders put in the message id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Flow:
+    """One kind of traffic (anycast, queue, multicast)."""
+
+    sent: int = 0
+    accepted: set[str] = field(default_factory=set)
+    resent: int = 0
+    """Messages sent again: released, modified, or unsettled when their connection was lost."""
+    received: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Copies received, by (consumer, id): a multicast message is one per subscriber."""
+    delivered: set[str] = field(default_factory=set)
+
+
+class Ledger:
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        self.flows = {kind: Flow() for kind in kinds}
+        self._lock = threading.Lock()
+
+    def sent(self, kind: str, resend: bool = False) -> None:
+        with self._lock:
+            flow = self.flows[kind]
+            flow.sent += 1
+            flow.resent += resend
+
+    def accepted(self, kind: str, mid: str) -> None:
+        with self._lock:
+            self.flows[kind].accepted.add(mid)
+
+    def received(self, kind: str, mid: str, consumer: str = "") -> None:
+        with self._lock:
+            flow = self.flows[kind]
+            flow.received[consumer, mid] += 1
+            flow.delivered.add(mid)
+
+    def lost(self, kind: str) -> list[str]:
+        """Accepted and never received."""
+        with self._lock:
+            flow = self.flows[kind]
+            return sorted(flow.accepted - flow.delivered)
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {
+                kind: {
+                    "sent": flow.sent,
+                    "resent": flow.resent,
+                    "accepted": len(flow.accepted),
+                    "delivered": len(flow.delivered),
+                    "duplicates": sum(n - 1 for n in flow.received.values() if n > 1),
+                    "lost": len(flow.accepted - flow.delivered),
+                }
+                for kind, flow in self.flows.items()
+            }

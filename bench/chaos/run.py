@@ -1,0 +1,375 @@
+"""The chaos soak: the example network (examples/: three interiors in a mesh hosting durable
+queues, two edges) run by ``routernet up``, traffic of every kind through it, and a seeded
+schedule of faults (schedule.py) carried out while it flows: kill -9 of a router, SIGTERM (a
+drain), SIGSTOP for 5-15 s; a router killed or stopped by SIGTERM is started again by ``routernet
+up``, as a StatefulSet would. Then the promises are checked (ledger.py and below).
+
+Invariants, each a failure of the run when broken:
+- every message a sender saw accepted reached a consumer (anycast and queue; multicast: at
+  least one of its subscribers), at the end once the senders have stopped and their last
+  messages had ``settle`` seconds to arrive;
+- every router not being faulted answers management within 2 s, checked every few seconds;
+- no traceback in any router's log;
+- memory and open files of every router: reported, first sample against last.
+
+Duplicates are counted, not failures: a router that dies holding unsettled deliveries leaves
+their senders to send them again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.chaos.ledger import Ledger
+from bench.chaos.schedule import Event, plan
+from bench.chaos.traffic import FlowSpec, Traffic
+from bench.clients import BenchError
+from bench.one_router import REPO_DIR
+
+EXAMPLES = REPO_DIR / "examples"
+FLOWS = [
+    FlowSpec("anycast", "orders.chaos", "edge-0", ("core-2", "edge-1")),
+    FlowSpec("queue", "jobs.chaos", "edge-1", ("core-1",), durable=True),
+    FlowSpec("multicast", "sensors.chaos.temperature", "core-0", ("edge-0", "core-2")),
+]
+RATE = 20.0
+"""Messages per second per flow."""
+PROBE_EVERY_S = 3.0
+MGMT_TIMEOUT_S = 2.0
+GRACE_S = 10.0
+"""After a router is started again, how long before it must answer management."""
+TERM_WAIT_S = 25.0
+
+
+def _routernet(state_dir: Path, *args: str, timeout: float = 120.0) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_DIR), str(REPO_DIR / "operator")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "router_operator.cli.main", *args, "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_DIR,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"routernet {args[0]}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+class Network:
+    """The example network under ``state_dir``: its pods, their pids, their management."""
+
+    def __init__(self, state_dir: Path) -> None:
+        from router_operator.local import backend
+
+        self.backend = backend
+        self.state_dir = state_dir
+
+    def up(self) -> None:
+        _routernet(self.state_dir, "up", str(EXAMPLES))
+
+    def down(self) -> None:
+        _routernet(self.state_dir, "down")
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        state = self.backend.State.load(self.state_dir)
+        if state is None:
+            raise BenchError(f"no network in {self.state_dir}")
+        return state.pods
+
+    def url(self, pod: str) -> str:
+        return f"amqp://{self.pods()[pod]['clientEndpoints'][0]}"
+
+    def pid(self, pod: str) -> int | None:
+        return self.backend.running_pid(self.state_dir, pod)
+
+    def log(self, pod: str) -> Path:
+        return self.backend.log_path(self.state_dir, pod)
+
+
+def answers_management(url: str) -> bool:
+    """A QUERY of the router entity answered within MGMT_TIMEOUT_S."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+
+    try:
+        conn = BlockingConnection(url, timeout=MGMT_TIMEOUT_S)
+    except Exception:
+        return False
+    try:
+        replies = conn.create_receiver(None, dynamic=True)
+        requests = conn.create_sender("$management")
+        requests.send(
+            Message(
+                reply_to=replies.remote_source.address,
+                properties={
+                    "operation": "QUERY",
+                    "entityType": "router",
+                    "type": "org.amqp.management",
+                    "name": "self",
+                },
+                body={"attributeNames": ["id"]},
+            )
+        )
+        answer = replies.receive(timeout=MGMT_TIMEOUT_S)
+        return answer.properties.get("statusCode") == 200
+    except Exception:
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _rss_and_fds(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, StopIteration):
+        return None
+
+
+class Watch(threading.Thread):
+    """Asks every router that should be up for management, and samples its memory and files."""
+
+    def __init__(self, net: Network, pods: list[str]) -> None:
+        super().__init__(name="chaos-watch", daemon=True)
+        self.net = net
+        self.pods = pods
+        self.faulted: dict[str, float] = {}
+        """Pods under a fault, or started again at the time given (not asked until GRACE_S)."""
+        self.lock = threading.Lock()
+        self.unanswered: list[str] = []
+        self.samples: dict[str, list[tuple[int, int]]] = {p: [] for p in pods}
+        self.stopping = threading.Event()
+        self.start_time = time.monotonic()
+
+    def fault(self, pod: str) -> None:
+        with self.lock:
+            self.faulted[pod] = float("inf")
+
+    def back(self, pod: str) -> None:
+        with self.lock:
+            self.faulted[pod] = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stopping.wait(PROBE_EVERY_S):
+            for pod in self.pods:
+                with self.lock:
+                    since = self.faulted.get(pod)
+                if since is not None and time.monotonic() - since < GRACE_S:
+                    continue
+                pid = self.net.pid(pod)
+                if pid is None:
+                    self.unanswered.append(
+                        f"{time.monotonic() - self.start_time:.0f}s {pod}: not running"
+                    )
+                    continue
+                if not answers_management(self.net.url(pod)):
+                    with self.lock:
+                        since = self.faulted.get(pod)
+                    if since is None or time.monotonic() - since >= GRACE_S:
+                        self.unanswered.append(
+                            f"{time.monotonic() - self.start_time:.0f}s {pod}: no management answer"
+                            f" within {MGMT_TIMEOUT_S:.0f} s"
+                        )
+                sample = _rss_and_fds(pid)
+                if sample is not None:
+                    self.samples[pod].append(sample)
+
+
+def _carry_out(event: Event, net: Network, watch: Watch, recoveries: list[float]) -> None:
+    pid = net.pid(event.router)
+    if pid is None:
+        raise BenchError(f"{event.describe()}: {event.router} is not running")
+    watch.fault(event.router)
+    if event.kind == "stop":
+        os.killpg(pid, signal.SIGSTOP)
+        time.sleep(event.seconds)
+        os.killpg(pid, signal.SIGCONT)
+        watch.back(event.router)
+        return
+    if event.kind == "kill":
+        os.killpg(pid, signal.SIGKILL)
+    else:
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + TERM_WAIT_S
+    while net.pid(event.router) is not None:
+        if time.monotonic() > deadline:
+            raise BenchError(f"{event.describe()}: {event.router} did not exit")
+        time.sleep(0.1)
+    time.sleep(event.seconds)
+    started = time.monotonic()
+    net.up()
+    while not answers_management(net.url(event.router)):
+        if time.monotonic() - started > 60:
+            raise BenchError(f"{event.describe()}: {event.router} did not answer after restart")
+        time.sleep(0.2)
+    recoveries.append(time.monotonic() - started)
+    watch.back(event.router)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+SCENARIOS = ("soak",)
+DEFAULT_SECONDS = 600.0
+QUICK_SECONDS = 60.0
+DEFAULT_SEED = 28
+
+
+def run(chosen: list[str], seconds: float, seed: int, log_dir: Path) -> dict[str, Any]:
+    """The suite: the soak, its error (a broken invariant, or a fault that could not be carried
+    out) in the scenario as the other suites report theirs."""
+    scenarios: dict[str, Any] = {}
+    if "soak" in chosen:
+        try:
+            outcome = soak(seconds, seed, log_dir)
+        except BenchError as e:
+            outcome = {"seed": seed, "error": str(e)}
+        else:
+            if outcome["violations"]:
+                outcome["error"] = "; ".join(outcome["violations"])[:2000]
+        scenarios["soak"] = outcome
+    return {"benchmark": "chaos", "scenarios": scenarios}
+
+
+def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dict[str, Any]:
+    """One soak of ``duration`` seconds of faults; ``settle`` more for the last messages."""
+    state_dir = log_dir / "state"
+    if state_dir.exists():  # a run before this one's: its network stopped, its files gone
+        with contextlib.suppress(BenchError):
+            _routernet(state_dir, "down")
+        shutil.rmtree(state_dir)
+    net = Network(state_dir)
+    net.up()
+    try:
+        pods = sorted(net.pods())
+        urls = {pod: net.url(pod) for pod in pods}
+        events = plan(seed, duration, pods)
+        ledger = Ledger(tuple(f.kind for f in FLOWS))
+        traffic = Traffic(FLOWS, urls, ledger, RATE)
+        watch = Watch(net, pods)
+        recoveries: list[float] = []
+        done: list[str] = []
+        traffic.start()
+        watch.start()
+        started = time.monotonic()
+        try:
+            for event in events:
+                time.sleep(max(0.0, started + event.at - time.monotonic()))
+                _carry_out(event, net, watch, recoveries)
+                done.append(event.describe())
+            time.sleep(max(0.0, started + duration - time.monotonic()))
+            traffic.stop_sending()
+            deadline = time.monotonic() + settle
+            while traffic.outstanding() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            time.sleep(2.0)  # the last accepted ones reach their consumers
+            stuck = traffic.stuck()
+        finally:
+            watch.stopping.set()
+            watch.join(10)
+            traffic.stop()
+        tracebacks = [
+            pod for pod in pods if "Traceback" in net.log(pod).read_text(errors="replace")
+        ]
+    finally:
+        net.down()
+    flows = ledger.summary()
+    by_kind = {kind: sum(1 for e in events if e.kind == kind) for kind in ("kill", "term", "stop")}
+    trend = {
+        pod: {
+            "rssFirstMiB": round(s[0][0] / 2**20, 1),
+            "rssLastMiB": round(s[-1][0] / 2**20, 1),
+            "rssMaxMiB": round(max(x[0] for x in s) / 2**20, 1),
+            "fdsFirst": s[0][1],
+            "fdsLast": s[-1][1],
+        }
+        for pod, s in watch.samples.items()
+        if s
+    }
+    violations = [
+        f"{kind}: {n['lost']} accepted and never delivered"
+        for kind, n in flows.items()
+        if n["lost"]
+    ]
+    violations += watch.unanswered
+    violations += [f"{pod}: a traceback in its log" for pod in tracebacks]
+    if stuck:
+        violations.append(
+            f"messages still unaccepted {settle:.0f} s after the senders stopped: "
+            + "; ".join(stuck)
+        )
+    return {
+        "seed": seed,
+        "seconds": duration,
+        "events": by_kind,
+        "schedule": done,
+        "flows": flows,
+        "recoverySeconds": {
+            "p50": _percentile(recoveries, 0.5),
+            "p99": _percentile(recoveries, 0.99),
+            "count": len(recoveries),
+        },
+        "routers": trend,
+        "outstandingAtEnd": traffic.outstanding(),
+        "violations": violations,
+        "ok": not violations,
+    }
+
+
+def markdown(suite: dict[str, Any]) -> str:
+    results = suite["scenarios"].get("soak")
+    if results is None:
+        return ""
+    if "flows" not in results:
+        return f"Chaos soak (seed {results['seed']}): {results['error']}\n"
+    flows = results["flows"]
+    recovery = results["recoverySeconds"]
+    lines = [
+        f"Chaos soak: {results['seconds']:.0f} s, seed {results['seed']}; events:"
+        + ", ".join(f" {n} {kind}" for kind, n in results["events"].items())
+        + "; recovery (restart to management answering) p50"
+        f" {_secs(recovery['p50'])}, p99 {_secs(recovery['p99'])}",
+        "",
+        "| traffic | sent | resent | accepted | delivered | duplicates | lost |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, n in flows.items():
+        lines.append(
+            f"| {kind} | {n['sent']:,} | {n['resent']:,} | {n['accepted']:,} |"
+            f" {n['delivered']:,} | {n['duplicates']:,} | {n['lost']:,} |"
+        )
+    lines += [
+        "",
+        "| router | RSS first → last (max), MiB | open files first → last |",
+        "|---|---|---|",
+    ]
+    for pod, t in results["routers"].items():
+        lines.append(
+            f"| {pod} | {t['rssFirstMiB']} → {t['rssLastMiB']} ({t['rssMaxMiB']}) |"
+            f" {t['fdsFirst']} → {t['fdsLast']} |"
+        )
+    lines += [
+        "",
+        "Invariants: " + ("all held" if results["ok"] else "; ".join(results["violations"])),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"

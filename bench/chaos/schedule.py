@@ -1,0 +1,56 @@
+"""What the chaos soak does to the network, and when: a list of events drawn from a seeded
+random generator, so that a failing run is replayed by giving its seed again.
+
+Pure: no processes, no clock. The runner (run.py) carries the events out at their times.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+KINDS = ("kill", "term", "stop")
+"""kill -9 then restart; SIGTERM (the router drains) then restart; SIGSTOP for a while, then
+SIGCONT."""
+STOP_SECONDS = (5.0, 15.0)
+DOWN_SECONDS = (1.0, 5.0)
+"""How long a killed or stopped router stays down before it is started again."""
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    """Seconds from the start of the soak."""
+    kind: str
+    router: str
+    seconds: float
+    """How long the router is down (kill, term) or stopped (stop)."""
+
+    def describe(self) -> str:
+        return f"{self.at:7.1f}s {self.kind:4} {self.router} for {self.seconds:.1f}s"
+
+
+def plan(
+    seed: int,
+    duration: float,
+    routers: list[str],
+    settle: float = 10.0,
+    gap: tuple[float, float] = (4.0, 10.0),
+) -> list[Event]:
+    """Events from ``settle`` seconds on until ``duration`` less ``settle`` (the traffic gets
+    that long to finish before the end), one router at a time: the next event starts once the
+    last one's router is back, plus a gap drawn from ``gap``."""
+    rng = random.Random(seed)
+    events = []
+    at = settle
+    kinds: list[str] = []
+    while True:
+        if not kinds:  # every kind once in each round of three, so a short soak has them all
+            kinds = rng.sample(KINDS, len(KINDS))
+        kind = kinds.pop()
+        router = rng.choice(sorted(routers))
+        seconds = rng.uniform(*(STOP_SECONDS if kind == "stop" else DOWN_SECONDS))
+        if at + seconds > duration - settle:
+            return events
+        events.append(Event(round(at, 1), kind, router, round(seconds, 1)))
+        at += seconds + rng.uniform(*gap)

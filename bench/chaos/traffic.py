@@ -1,0 +1,258 @@
+"""The chaos soak's clients: reliable senders and consumers of each kind of traffic, in one
+python-qpid-proton container on a thread of its own, reconnecting as any application would.
+
+A sender sends at a steady rate, each message's id ``<kind>-<n>``; a message accepted is
+recorded (ledger.py), one released or modified is sent again, and so is every message still
+unsettled when the connection is lost (the router may have passed it on before it died: the
+one source of duplicates the soak accepts). A consumer accepts what it gets and records it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from proton import Message, Url
+from proton.handlers import MessagingHandler
+from proton.reactor import Backoff, Container
+
+from bench.chaos.ledger import Ledger
+
+TICK_S = 0.05
+CREDIT = 50
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    kind: str
+    address: str
+    sender: str
+    """The router (pod name) the sender connects to."""
+    consumers: tuple[str, ...]
+    durable: bool = False
+
+
+class _Sender:
+    def __init__(self, spec: FlowSpec, url: str, rate: float) -> None:
+        self.spec = spec
+        self.url = url
+        self.per_tick = rate * TICK_S
+        self.budget = 0.0
+        self.next_id = 0
+        self.pending: deque[tuple[str, bool]] = deque()
+        """Ids to send: (id, whether it is a resend)."""
+        self.unsettled: dict[bytes, str] = {}
+        self.link: Any = None
+        self.sending = True
+
+
+class Traffic(MessagingHandler):
+    def __init__(self, flows: list[FlowSpec], urls: dict[str, str], ledger: Ledger, rate: float):
+        super().__init__(prefetch=0, auto_accept=False)
+        self.flows = flows
+        self.urls = urls
+        self.ledger = ledger
+        self.senders = [_Sender(f, urls[f.sender], rate) for f in flows]
+        self.kind_of: dict[str, str] = {}
+        """A consumer's link name: the kind of traffic it takes (proton's event objects are
+        not the ones it handed out, so links are known by name and deliveries by tag)."""
+        self.receivers: dict[str, Any] = {}
+        self.routers = {Url(url).host: router for router, url in urls.items()}
+        """A connection's host (each router has an address of its own): its router (pod)."""
+        self.reattaching: set[str] = set()
+        """Links detached by the router, to be attached again."""
+        self.container = Container(self)
+        self._thread = threading.Thread(target=self.container.run, name="chaos-traffic")
+        self._stop = threading.Event()
+
+    # ----- the runner's side ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop_sending(self) -> None:
+        for s in self.senders:
+            s.sending = False
+
+    def outstanding(self) -> int:
+        """Messages not yet accepted: still to send, or sent and unsettled."""
+        return sum(len(s.pending) + len(s.unsettled) for s in self.senders)
+
+    def stuck(self) -> list[str]:
+        """The senders with messages not accepted yet, and where they stand."""
+        found = []
+        for s in self.senders:
+            if s.pending or s.unsettled:
+                link = s.link
+                state = "attached" if link.state & link.REMOTE_ACTIVE else "not attached"
+                found.append(
+                    f"{s.spec.kind} sender on {s.spec.sender}: {len(s.pending)} to send,"
+                    f" {len(s.unsettled)} unsettled, credit {link.credit}, link {state}"
+                )
+        return found
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    # ----- proton events -------------------------------------------------------------------
+
+    def on_start(self, event: Any) -> None:
+        for router in sorted(self.urls):
+            self._open(router)
+        event.container.schedule(TICK_S, self)
+
+    def _open(self, router: str) -> None:
+        """A connection to ``router`` with every link of ours there. Proton reconnects it when
+        the socket goes; a router that closes it (a drain on SIGTERM) gets a new one (below)."""
+        senders = [s for s in self.senders if s.spec.sender == router]
+        receivers = [(f, f"chaos-{f.kind}-{router}") for f in self.flows if router in f.consumers]
+        if not senders and not receivers:
+            return
+        container = self.container
+        conn = container.connect(self.urls[router], reconnect=Backoff(), heartbeat=2)
+        for s in senders:
+            s.link = container.create_sender(conn, s.spec.address, name=f"chaos-{s.spec.kind}")
+        for spec, name in receivers:
+            self.receivers[name] = container.create_receiver(conn, spec.address, name=name)
+            self.kind_of[name] = spec.kind
+
+    def on_connection_error(self, event: Any) -> None:
+        self._connect_again(event)
+
+    def on_connection_closing(self, event: Any) -> None:
+        self._connect_again(event)
+
+    def _connect_again(self, event: Any) -> None:
+        """The router closed the connection (it drains before it stops): what was unsettled
+        is sent again, and a new connection is made a second later, as an application would."""
+        router = self.routers.get(event.connection.hostname)
+        if router is None or self._stop.is_set():
+            return
+        for s in self.senders:
+            if s.spec.sender == router:
+                for mid in s.unsettled.values():
+                    s.pending.appendleft((mid, True))
+                s.unsettled.clear()
+        self.container.schedule(1.0, _Call(lambda: self._open(router)))
+
+    def on_timer_task(self, event: Any) -> None:
+        if self._stop.is_set():
+            event.container.stop()
+            return
+        for link in self.receivers.values():
+            # Proton re-opens a link after it reconnects, without the credit it had.
+            if link.state & link.REMOTE_ACTIVE and link.credit < CREDIT // 2:
+                link.flow(CREDIT - link.credit)
+        for s in self.senders:
+            if s.sending:
+                s.budget += s.per_tick
+                while s.budget >= 1:
+                    s.budget -= 1
+                    s.pending.append((f"{s.spec.kind}-{s.next_id}", False))
+                    s.next_id += 1
+            self._send(s)
+        event.container.schedule(TICK_S, self)
+
+    def _send(self, s: _Sender) -> None:
+        link = s.link
+        while s.pending and link.credit > 0 and link.state & link.REMOTE_ACTIVE:
+            mid, resend = s.pending.popleft()
+            delivery = link.send(Message(id=mid, durable=s.spec.durable, body=mid))
+            s.unsettled[delivery.tag] = mid
+            self.ledger.sent(s.spec.kind, resend)
+
+    def on_sendable(self, event: Any) -> None:
+        s = self._sender_of(event.link)
+        if s is not None:
+            self._send(s)
+
+    def _sender_of(self, link: Any) -> _Sender | None:
+        return next((s for s in self.senders if s.link.name == link.name), None)
+
+    def _outcome(self, event: Any) -> tuple[_Sender, str] | None:
+        s = self._sender_of(event.link)
+        if s is None:
+            return None
+        mid = s.unsettled.pop(event.delivery.tag, None)
+        return None if mid is None else (s, mid)
+
+    def on_accepted(self, event: Any) -> None:
+        found = self._outcome(event)
+        if found is not None:
+            self.ledger.accepted(found[0].spec.kind, found[1])
+
+    def on_released(self, event: Any) -> None:
+        """Released or modified: the router did not deliver it; sent again."""
+        found = self._outcome(event)
+        if found is not None:
+            found[0].pending.appendleft((found[1], True))
+
+    def on_rejected(self, event: Any) -> None:
+        self._outcome(event)  # the router refused it: not lost, not sent again
+
+    def on_message(self, event: Any) -> None:
+        name = event.link.name
+        kind = self.kind_of.get(name)
+        if kind is not None and event.message.id is not None:
+            self.ledger.received(kind, str(event.message.id), name)
+        self.accept(event.delivery)
+
+    def on_disconnected(self, event: Any) -> None:
+        """What was unsettled on the lost connection may or may not have gone on: sent again."""
+        for s in self.senders:
+            if s.link is not None and s.link.connection.hostname == event.connection.hostname:
+                for mid in s.unsettled.values():
+                    s.pending.appendleft((mid, True))
+                s.unsettled.clear()
+
+    def on_link_closed(self, event: Any) -> None:
+        self._attach_again(event)
+
+    def on_link_error(self, event: Any) -> None:
+        self._attach_again(event)
+
+    def _attach_again(self, event: Any) -> None:
+        """A link the router detached (a link-routed one whose far end went with its router,
+        say): attached again a second later, as an application keeps its links, on the same
+        connection (which proton re-opens, links and all, after it reconnects)."""
+        link, conn = event.link, event.connection
+        if link.name in self.reattaching:
+            return  # proton tells of a detach with an error twice: as an error, then closed
+        self.reattaching.add(link.name)
+        link.close()
+        s = self._sender_of(link)
+        if s is not None:
+            for mid in s.unsettled.values():
+                s.pending.appendleft((mid, True))
+            s.unsettled.clear()
+        name, address, sending = (
+            link.name,
+            (link.target if link.is_sender else link.source).address,
+            link.is_sender,
+        )
+
+        def attach() -> None:
+            self.reattaching.discard(name)
+            if sending:
+                assert s is not None
+                s.link = self.container.create_sender(conn, address, name=name)
+            else:
+                self.receivers[name] = self.container.create_receiver(conn, address, name=name)
+
+        self.container.schedule(1.0, _Call(attach))
+
+    def on_transport_error(self, event: Any) -> None:
+        pass  # reconnecting is the point: proton retries with its backoff
+
+
+class _Call:
+    """A timer's handler that calls ``fn``."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def on_timer_task(self, event: Any) -> None:
+        self.fn()
