@@ -1,8 +1,9 @@
 """The chaos soak: the example network (examples/: three interiors in a mesh hosting durable
 queues, two edges) run by ``routernet up``, traffic of every kind through it, and a seeded
 schedule of faults (schedule.py) carried out while it flows: kill -9 of a router, SIGTERM (a
-drain), SIGSTOP for 5-15 s; a router killed or stopped by SIGTERM is started again by ``routernet
-up``, as a StatefulSet would. Then the promises are checked (ledger.py and below).
+drain), SIGSTOP for 5-15 s, kill -9 of the collector, an Address changed live; a router or
+collector killed or stopped by SIGTERM is started again by ``routernet up``, as a StatefulSet
+would. Then the promises are checked (ledger.py and below).
 
 Invariants, each a failure of the run when broken:
 - every message a sender saw accepted reached a consumer (anycast and queue; multicast: at
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.chaos.ledger import Ledger
-from bench.chaos.schedule import Event, plan
+from bench.chaos.schedule import KINDS, Event, plan
 from bench.chaos.traffic import FlowSpec, Traffic
 from bench.clients import BenchError
 from bench.one_router import REPO_DIR
@@ -66,16 +67,41 @@ def _routernet(state_dir: Path, *args: str, timeout: float = 120.0) -> str:
 
 
 class Network:
-    """The example network under ``state_dir``: its pods, their pids, their management."""
+    """The example network under ``state_dir``, from a copy of examples/ beside it (which the
+    soak changes): its pods, their pids, their management."""
 
     def __init__(self, state_dir: Path) -> None:
         from router_operator.local import backend
+        from router_operator.local import collector as local_collector
 
         self.backend = backend
+        self.local_collector = local_collector
         self.state_dir = state_dir
+        self.resources = state_dir.parent / "examples"
+        if not self.resources.exists():  # the top level only, as `routernet up` reads it
+            self.resources.mkdir(parents=True)
+            for path in EXAMPLES.glob("*.yaml"):
+                shutil.copy(path, self.resources / path.name)
 
     def up(self) -> None:
-        _routernet(self.state_dir, "up", str(EXAMPLES))
+        _routernet(self.state_dir, "up", str(self.resources))
+
+    def collector_pid(self) -> int | None:
+        return self.local_collector.running_pid(self.state_dir, "default")
+
+    def change_address(self) -> str:
+        """``orders``' distribution the other way (balanced <-> closest), applied live."""
+        path = self.resources / "addresses.yaml"
+        text = path.read_text()
+        if "distribution: balanced" in text:
+            old, new = "balanced", "closest"
+        else:
+            old, new = "closest", "balanced"
+        start = text.index("name: orders")
+        at = text.index(f"distribution: {old}", start)
+        path.write_text(text[:at] + f"distribution: {new}" + text[at + len(old) + 14 :])
+        self.up()
+        return new
 
     def down(self) -> None:
         _routernet(self.state_dir, "down")
@@ -188,6 +214,19 @@ class Watch(threading.Thread):
 
 
 def _carry_out(event: Event, net: Network, watch: Watch, recoveries: list[float]) -> None:
+    if event.kind == "address":
+        net.change_address()
+        return
+    if event.kind == "collector":
+        pid = net.collector_pid()
+        if pid is None:
+            raise BenchError(f"{event.describe()}: the collector is not running")
+        os.killpg(pid, signal.SIGKILL)
+        time.sleep(event.seconds)
+        net.up()
+        if net.collector_pid() is None:
+            raise BenchError(f"{event.describe()}: routernet up did not start the collector")
+        return
     pid = net.pid(event.router)
     if pid is None:
         raise BenchError(f"{event.describe()}: {event.router} is not running")
@@ -254,6 +293,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         with contextlib.suppress(BenchError):
             _routernet(state_dir, "down")
         shutil.rmtree(state_dir)
+    shutil.rmtree(log_dir / "examples", ignore_errors=True)  # as changed by that run
     net = Network(state_dir)
     net.up()
     try:
@@ -290,7 +330,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
     finally:
         net.down()
     flows = ledger.summary()
-    by_kind = {kind: sum(1 for e in events if e.kind == kind) for kind in ("kill", "term", "stop")}
+    by_kind = {kind: sum(1 for e in events if e.kind == kind) for kind in KINDS}
     trend = {
         pod: {
             "rssFirstMiB": round(s[0][0] / 2**20, 1),

@@ -9,9 +9,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("kill", "term", "stop")
+ROUTER_KINDS = ("kill", "term", "stop")
 """kill -9 then restart; SIGTERM (the router drains) then restart; SIGSTOP for a while, then
 SIGCONT."""
+KINDS = (*ROUTER_KINDS, "collector", "address")
+"""Besides the routers': kill -9 of the telemetry collector, then restarted; an Address changed
+(``orders``' distribution, balanced <-> closest), applied live."""
 STOP_SECONDS = (5.0, 15.0)
 DOWN_SECONDS = (1.0, 5.0)
 """How long a killed or stopped router stays down before it is started again."""
@@ -24,10 +27,11 @@ class Event:
     kind: str
     router: str
     seconds: float
-    """How long the router is down (kill, term) or stopped (stop)."""
+    """How long the router (or collector) is down, or stopped; 0 for a change."""
 
     def describe(self) -> str:
-        return f"{self.at:7.1f}s {self.kind:4} {self.router} for {self.seconds:.1f}s"
+        what = f"{self.at:7.1f}s {self.kind} {self.router}"
+        return f"{what} for {self.seconds:.1f}s" if self.seconds else what
 
 
 def plan(
@@ -38,18 +42,22 @@ def plan(
     gap: tuple[float, float] = (4.0, 10.0),
 ) -> list[Event]:
     """Events from ``settle`` seconds on until ``duration`` less ``settle`` (the traffic gets
-    that long to finish before the end), one router at a time: the next event starts once the
-    last one's router is back, plus a gap drawn from ``gap``."""
+    that long to finish before the end), one at a time: the next starts once the last one's
+    router is back, plus a gap drawn from ``gap``. ``router`` of an event that is not a
+    router's is its kind."""
     rng = random.Random(seed)
     events = []
     at = settle
     kinds: list[str] = []
     while True:
-        if not kinds:  # every kind once in each round of three, so a short soak has them all
+        if not kinds:  # every kind once in each round, so that a short soak has the most
             kinds = rng.sample(KINDS, len(KINDS))
         kind = kinds.pop()
-        router = rng.choice(sorted(routers))
-        seconds = rng.uniform(*(STOP_SECONDS if kind == "stop" else DOWN_SECONDS))
+        router = rng.choice(sorted(routers)) if kind in ROUTER_KINDS else kind
+        if kind == "address":
+            seconds = 0.0
+        else:
+            seconds = rng.uniform(*(STOP_SECONDS if kind == "stop" else DOWN_SECONDS))
         if at + seconds > duration - settle:
             return events
         events.append(Event(round(at, 1), kind, router, round(seconds, 1)))
