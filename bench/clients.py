@@ -46,6 +46,8 @@ class Clients:
 
     sender: Path
     receiver: Path
+    whole_sender: Path
+    """One large message put on the link whole (bench/whole.py)."""
     broker: Path | None
     proton_c_version: str
 
@@ -64,6 +66,16 @@ def _proton_flags() -> tuple[str, list[str]]:
             )
             return version.stdout.strip(), shlex.split(flags.stdout)
     raise BenchError("pkg-config finds no Proton C library: run scripts/system-deps.sh")
+
+
+def _libcrypto_flags() -> list[str]:
+    """OpenSSL's SHA-256, with which the whole sender makes and hashes its body."""
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "libcrypto"], capture_output=True, text=True
+    )
+    if flags.returncode != 0:
+        raise BenchError("pkg-config finds no libcrypto: run scripts/system-deps.sh")
+    return shlex.split(flags.stdout)
 
 
 def _compile(source: Path, output: Path, flags: Sequence[str]) -> None:
@@ -90,11 +102,13 @@ def build(*, broker: bool = False) -> Clients:
     BUILD_DIR.mkdir(exist_ok=True)
     for name in ("sender", "receiver"):
         _compile(C_DIR / f"{name}.c", BUILD_DIR / name, flags)
+    _compile(C_DIR / "whole_sender.c", BUILD_DIR / "whole_sender", [*flags, *_libcrypto_flags()])
     if broker:
         _compile(EXAMPLES_DIR / "broker.c", BUILD_DIR / "broker", flags)
     return Clients(
         sender=BUILD_DIR / "sender",
         receiver=BUILD_DIR / "receiver",
+        whole_sender=BUILD_DIR / "whole_sender",
         broker=BUILD_DIR / "broker" if broker else None,
         proton_c_version=version,
     )

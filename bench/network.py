@@ -451,7 +451,7 @@ def run_scenario(
     if name in large.SCENARIOS:
         return large.run(log_dir)
     if name in whole.SCENARIOS or name in whole.QDROUTERD_SCENARIOS:
-        return whole.run(name, log_dir)
+        return whole.run(name, log_dir, clients.whole_sender)
     if name.startswith("chain3-") or name in QDROUTERD_CHAINS:
         return run_chain(name, clients, count, latency_seconds, log_dir, other_loads)
     if name == "telemetry-overhead":

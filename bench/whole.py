@@ -2,10 +2,13 @@
 
 `sizes-1router` and `sizes-chain3` (network suite): for each size from 1 MiB to 1 GiB, one
 message from a sender to a receiver with a window of one, through one router and through
-A-B-C. Twice per size: once with python-qpid-proton's blocking clients, which put the message
-on the link whole (as Proton, JMS and rhea applications do), and once with bench/large.py's
-streaming clients, which never hold it. With QDROUTERD set, `qdrouterd1-sizes-1router` and
-`qdrouterd1-sizes-chain3` first do the same through qdrouterd (one worker thread).
+A-B-C. Three times per size: with a sender that puts the message on the link whole (as
+Proton, JMS and rhea applications do) written with python-qpid-proton's blocking API
+(`whole`) and one written in C on Proton's proactor (`whole-c`, bench/c/whole_sender.c:
+pn_message_send, no Python on that side), and with bench/large.py's streaming clients, which
+never hold it (`streamed`). The receiver is python-qpid-proton's, with a window of one. With
+QDROUTERD set, `qdrouterd1-sizes-1router` and `qdrouterd1-sizes-chain3` first do the same
+through qdrouterd (one worker thread).
 
 What it shows: the seconds per MiB at each size (flat when time is linear in size; a router
 that made the whole-message sender re-read what it had not sent yet grew them with the size),
@@ -21,6 +24,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +92,9 @@ def receive(url: str) -> None:
     )
 
 
-def _client(*args: str) -> subprocess.Popen[str]:
+def _client(command: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "bench.whole", *args],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -98,14 +102,35 @@ def _client(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _whole(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
-    receiver = _client("receive", receive_url)
+def _python_sender(url: str, size: int) -> list[str]:
+    return [sys.executable, "-m", "bench.whole", "send", url, str(size)]
+
+
+def _c_sender(program: Path) -> Callable[[str, int], list[str]]:
+    def command(url: str, size: int) -> list[str]:
+        host, port = url.removeprefix("amqp://").rsplit(":", 1)
+        return [str(program), host, port, ADDRESS, str(size)]
+
+    return command
+
+
+def _whole(sender_command: Callable[[str, int], list[str]]) -> Callable[..., dict[str, Any]]:
+    """A transfer by a sender that puts the message on its link whole."""
+
+    def transfer(send_url: str, receive_url: str, size: int) -> dict[str, Any]:
+        return _transfer_whole(sender_command(send_url, size), receive_url, size)
+
+    return transfer
+
+
+def _transfer_whole(sender_command: list[str], receive_url: str, size: int) -> dict[str, Any]:
+    receiver = _client([sys.executable, "-m", "bench.whole", "receive", receive_url])
     sender = None
     try:
         assert receiver.stdout is not None
         if receiver.stdout.readline().strip() != "ready":
             raise BenchError(f"the receiver did not attach: {receiver.communicate()[1][-300:]}")
-        sender = _client("send", send_url, str(size))
+        sender = _client(sender_command)
         sent_out, sent_err = sender.communicate(timeout=TIMEOUT_S)
         if sender.returncode:
             raise BenchError(f"the sender of {size:,} bytes failed: {sent_err[-300:]}")
@@ -151,23 +176,39 @@ def _measure(routers: dict[str, Any], how: Any, size: int) -> dict[str, Any]:
     }
 
 
-def run(name: str, log_dir: Path, sizes_mib: tuple[int, ...] = SIZES_MIB) -> dict[str, Any]:
+HOWS = {
+    "whole": "whole (python)",
+    "whole-c": "whole (C)",
+    "streamed": "streamed",
+}
+"""The senders, as the results name them and as the tables head them."""
+
+
+def run(
+    name: str,
+    log_dir: Path,
+    whole_sender: Path,
+    sizes_mib: tuple[int, ...] = SIZES_MIB,
+) -> dict[str, Any]:
+    """The scenario; `whole_sender` is the compiled bench/c/whole_sender.c."""
     qdrouterd = name.startswith("qdrouterd1-")
     specs = LINE if name.endswith("chain3") else (Spec("A"),)
+    senders = {
+        "whole": _whole(_python_sender),
+        "whole-c": _whole(_c_sender(whole_sender)),
+        "streamed": _streamed,
+    }
     rows: dict[str, dict[str, Any]] = {}
     with network(specs, log_dir, name, qdrouterd=qdrouterd) as (routers, _):
         for mib in sizes_mib:
-            rows[str(mib)] = {
-                "whole": _measure(routers, _whole, mib * MIB),
-                "streamed": _measure(routers, _streamed, mib * MIB),
-            }
+            rows[str(mib)] = {how: _measure(routers, f, mib * MIB) for how, f in senders.items()}
             print(f"bench: {name}: {mib} MiB: {rows[str(mib)]}", file=sys.stderr, flush=True)
     peak = max(r[how]["rss_over_idle_mib"] for r in rows.values() for how in r)
     # Linear: the largest size's seconds per MiB no worse than twice the 16 MiB one's.
     linear = (
         all(
             rows[str(sizes_mib[-1])][how]["s_per_mib"] <= 2 * rows["16"][how]["s_per_mib"]
-            for how in ("whole", "streamed")
+            for how in senders
         )
         if "16" in rows
         else None
@@ -183,45 +224,59 @@ def run(name: str, log_dir: Path, sizes_mib: tuple[int, ...] = SIZES_MIB) -> dic
     }
 
 
+def _hows(s: dict[str, Any]) -> list[str]:
+    """The senders a result has (results from before the C sender have two)."""
+    first = next(iter(s["sizes"].values()), {})
+    return [how for how in HOWS if how in first]
+
+
 def markdown(name: str, s: dict[str, Any]) -> list[str]:
     """The scenario's table: seconds (and seconds per MiB) and the routers' RSS growth."""
+    hows = _hows(s)
+    head = "".join(f" {HOWS[h]} s | s/MiB | RSS + |" for h in hows)
     lines = [
         "",
         f"{name}: one message per size through {s['path']} ({s['router']}), receiver window "
-        "1; seconds from send to arrival (s/MiB), highest router RSS over its idle, MiB.",
+        "1; for each sender, seconds from send to arrival, seconds per MiB and the highest "
+        "router RSS over its idle, MiB.",
         "",
-        "| MiB | whole s | whole s/MiB | whole RSS + | streamed s | streamed s/MiB "
-        "| streamed RSS + |",
-        "|--:|--:|--:|--:|--:|--:|--:|",
+        f"| MiB |{head}",
+        "|--:|" + "--:|--:|--:|" * len(hows),
     ]
     for mib, row in s["sizes"].items():
-        w, st = row["whole"], row["streamed"]
-        lines.append(
-            f"| {mib} | {w['seconds']:.2f} | {w['s_per_mib']:.3f} | {w['rss_over_idle_mib']:.1f} "
-            f"| {st['seconds']:.2f} | {st['s_per_mib']:.3f} | {st['rss_over_idle_mib']:.1f} |"
-        )
+        cells = [mib]
+        for how in hows:
+            r = row[how]
+            cells += [
+                f"{r['seconds']:.2f}",
+                f"{r['s_per_mib']:.3f}",
+                f"{r['rss_over_idle_mib']:.1f}",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def comparison(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     """Ours beside qdrouterd's from the same run, size by size: seconds and RSS growth."""
+    hows = [h for h in _hows(ours) if h in _hows(theirs)]
+    head = "".join(f" {HOWS[h]} s | ratio |" for h in hows)
     lines = [
         "",
         f"{ours['path']}, routernet / qdrouterd in the same run: seconds from send to arrival "
         "(ratio; below 1 is ours faster) and the highest router RSS over its idle, MiB.",
         "",
-        "| MiB | whole s | whole ratio | streamed s | streamed ratio | whole RSS + |",
-        "|--:|--:|--:|--:|--:|--:|",
+        f"| MiB |{head} RSS + |",
+        "|--:|" + "--:|--:|" * len(hows) + "--:|",
     ]
     for mib, row in ours["sizes"].items():
         if mib not in theirs["sizes"]:
             continue
         cells = [mib]
-        for how in ("whole", "streamed"):
+        for how in hows:
             a, b = row[how]["seconds"], theirs["sizes"][mib][how]["seconds"]
             cells += [f"{a:.2f} / {b:.2f}", f"{a / b:.2f}" if b else "-"]
-        a, b = row["whole"]["rss_over_idle_mib"], theirs["sizes"][mib]["whole"]["rss_over_idle_mib"]
-        cells.append(f"{a:.1f} / {b:.1f}")
+        peaks = [max(r[h]["rss_over_idle_mib"] for h in hows) for r in (row, theirs["sizes"][mib])]
+        cells.append(f"{peaks[0]:.1f} / {peaks[1]:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

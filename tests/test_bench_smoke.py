@@ -218,14 +218,16 @@ def test_large_message_scenario_runs(tmp_path: Path) -> None:
 @pytest.mark.network
 @pytest.mark.timeout(RUN_LIMIT)
 def test_sizes_scenario_runs(tmp_path: Path) -> None:
-    """sizes-chain3's harness with 1 and 16 MiB: both kinds of client get each message through
-    the chain whole, and each size has its timing and the routers' RSS growth."""
+    """sizes-chain3's harness with 1 and 16 MiB: each kind of sender (python-qpid-proton's
+    blocking API and Proton C's, both sending whole, and the streaming one) gets each message
+    through the chain intact, and each size has its timing and the routers' RSS growth."""
     done = processes.run(
         [
             sys.executable,
             "-c",
-            "import json, sys; from pathlib import Path; from bench import whole; "
-            "print(json.dumps(whole.run('sizes-chain3', Path(sys.argv[1]), (1, 16))))",
+            "import json, sys; from pathlib import Path; from bench import clients, whole; "
+            "print(json.dumps(whole.run('sizes-chain3', Path(sys.argv[1]), "
+            "clients.build().whole_sender, (1, 16))))",
             str(tmp_path),
         ],
         BENCH_TIMEOUT,
@@ -237,7 +239,8 @@ def test_sizes_scenario_runs(tmp_path: Path) -> None:
     assert result["path"] == "A-B-C" and result["router"] == "routernet"
     assert set(result["sizes"]) == {"1", "16"}
     for row in result["sizes"].values():
-        for how in ("whole", "streamed"):
+        assert set(row) == {"whole", "whole-c", "streamed"}
+        for how in row:
             assert row[how]["seconds"] > 0
             assert isinstance(row[how]["rss_over_idle_mib"], float)
 
