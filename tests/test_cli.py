@@ -23,6 +23,7 @@ ROUTER_DEFAULTS = {
     "raIntervalFluxSeconds": 4,
     "remoteLsMaxAgeSeconds": 60,
     "drainTimeoutSeconds": 10.0,
+    "managementWriters": [],
     "saslConfigDir": None,
     "saslConfigName": "routernet",
 }
