@@ -8,14 +8,25 @@ import kube
 from conftest import CRDS, IMAGES, RELEASE, say
 
 
-def test_the_images_are_in_the_cluster(images: dict[str, str]) -> None:
+def _node_images() -> dict[str, int]:
     nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json"))["items"]
-    sizes = {
+    return {
         name.removeprefix("docker.io/"): image.get("sizeBytes", 0)
         for node in nodes
         for image in node["status"].get("images") or []
         for name in image.get("names") or []
     }
+
+
+def test_the_images_are_in_the_cluster(images: dict[str, str]) -> None:
+    # The kubelet lists a node's images in its status at its next status update, which may come
+    # a while after an image was imported (the pipeline's, the largest, was missing once).
+    kube.wait_for(
+        "every image listed in a node's status",
+        lambda: all(image in _node_images() for image in images.values()),
+        timeout=120,
+    )
+    sizes = _node_images()
     for image in images.values():
         assert image in sizes, f"{image} is not on any node: {sorted(sizes)}"
         say(f"{image}: {sizes[image] / 1e6:.0f} MB as the node reports it")
