@@ -34,25 +34,40 @@ def test_the_cronjob_writes_the_recommendation_configmap(network: str) -> None:
             300,
             every=5,
         )
+        made = kube.get(network, "configmap", CONFIG_MAP)
+        annotations = made["metadata"]["annotations"]
+        rec = json.loads(made["data"]["recommendation.json"])
+        assert rec["kind"] == "Recommendation"
+        assert {r["name"] for r in rec["routers"]} >= {"core", "edge"}, rec["routers"]
+        found = annotations["routernet.io/recommendation"]
+        assert "core " in found and "edge " in found, found
+        jobs = kube.kubectl(
+            "-n", network, "get", "pods", "-l", "app.kubernetes.io/component=recommend",
+            "-o", "name",
+        )  # fmt: skip
+        log = kube.kubectl("-n", network, "logs", jobs.split()[0])
+        assert f"wrote ConfigMap {network}/{CONFIG_MAP}" in log, log
     finally:
-        # Every minute is for this test: the rest of the suite runs without it.
-        kube.kubectl("-n", network, "patch", "cronjob", CRON, "--type", "merge",
-                     "-p", '{"spec": {"suspend": true}}')  # fmt: skip
-    made = kube.get(network, "configmap", CONFIG_MAP)
-    annotations = made["metadata"]["annotations"]
-    rec = json.loads(made["data"]["recommendation.json"])
-    assert rec["kind"] == "Recommendation"
-    assert {r["name"] for r in rec["routers"]} >= {"core", "edge"}, rec["routers"]
-    found = annotations["routernet.io/recommendation"]
-    assert "core " in found and "edge " in found, found
-    jobs = kube.kubectl(
-        "-n", network, "get", "pods", "-l", "app.kubernetes.io/component=recommend", "-o", "name"
+        # Every minute is for this test, in every network: the rest of the suite runs without
+        # it (a Spark job a minute per network starved the autoscaling step's load).
+        kube.run(
+            ["helm", "upgrade", RELEASE, str(ROOT / "helm/routernet"), "-n", SYSTEM,
+             "--reuse-values", "--set", "recommend.enabled=false", "--wait"],
+            timeout=240,
+        )  # fmt: skip
+    kube.wait_for(
+        "every recommend CronJob removed once recommend.enabled is off",
+        lambda: (
+            not kube.kubectl(
+                "get", "cronjobs", "-A", "-l", "app.kubernetes.io/component=recommend", "-o", "name"
+            ).strip()
+        ),
+        120,
     )
-    log = kube.kubectl("-n", network, "logs", jobs.split()[0])
-    assert f"wrote ConfigMap {network}/{CONFIG_MAP}" in log, log
     say(
         f"CronJob {CRON} (every minute for this test): last success"
         f" {cron['status']['lastSuccessfulTime']}, {time.monotonic() - started:.0f} s after"
         f" recommend.enabled; ConfigMap {CONFIG_MAP} made at"
-        f" {annotations['routernet.io/recommended-at']}: {found}"
+        f" {annotations['routernet.io/recommended-at']}: {found}; recommend.enabled off:"
+        " every network's CronJob removed"
     )

@@ -135,3 +135,58 @@ def test_the_reconciler_applies_it_with_the_collector_only_when_asked() -> None:
     bare = FakeApi()
     reconcile_namespace(snapshot, bare, OperatorConfig(recommend=SETTINGS), Memory())
     assert not [a for a in bare.applied if "recommend" in a]
+
+
+class StoredApi(FakeApi):
+    """Holds objects for get and delete: ``stored`` by (kind, name)."""
+
+    def __init__(self, stored: dict[tuple[str, str], dict[str, Any]]) -> None:
+        super().__init__()
+        self.stored = stored
+        self.deleted: list[str] = []
+        self.gets = 0
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.gets += 1
+        return self.stored.get((kind, name))
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> bool:
+        found = self.stored.pop((kind, name), None)
+        assert found is None or found["metadata"]["uid"] == uid
+        if found is not None:
+            self.deleted.append(f"{kind}/{name}")
+        return found is not None
+
+
+def test_turned_off_the_operators_recommend_objects_go_and_a_users_stay() -> None:
+    """With recommend.enabled off again (a helm upgrade restarts the operator without it), the
+    CronJob went on running the pipeline every schedule: it and its account are removed, if
+    the operator made them; an object of the same name a user made stays. Looked for once."""
+    snapshot = Snapshot(NS, routers=(body("Router", "hub", {}),))
+    collector = CollectorSettings(image="c:1")
+    made = {
+        (o["kind"], o["metadata"]["name"]): o | {"metadata": o["metadata"] | {"uid": f"u-{i}"}}
+        for i, o in enumerate(rendered().values())
+    }
+    users = {"metadata": {"name": "routernet-recommend-default", "uid": "mine", "labels": {}}}
+    made[("ServiceAccount", "routernet-recommend-default")] = users
+    api = StoredApi(made)
+    memory = Memory()
+    reconcile_namespace(snapshot, api, OperatorConfig(collector=collector), memory)
+    assert api.deleted == [
+        "CronJob/routernet-recommend-default",
+        "RoleBinding/routernet-recommend-default",
+        "Role/routernet-recommend-default",
+    ]
+    assert list(api.stored) == [("ServiceAccount", "routernet-recommend-default")]
+    gets = api.gets
+    reconcile_namespace(snapshot, api, OperatorConfig(collector=collector), memory)
+    assert api.gets == gets  # known gone: not looked for again
+    # Turned on again, then off: looked for again.
+    reconcile_namespace(
+        snapshot, api, OperatorConfig(collector=collector, recommend=SETTINGS), memory
+    )
+    reconcile_namespace(snapshot, api, OperatorConfig(collector=collector), memory)
+    assert api.gets > gets

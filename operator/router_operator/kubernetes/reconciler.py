@@ -67,7 +67,7 @@ from router_operator.rendering.autoscaler import (
     wanted_kind,
 )
 from router_operator.rendering.collector import render_collector
-from router_operator.rendering.recommend import render_recommend
+from router_operator.rendering.recommend import is_ours, recommend_objects, render_recommend
 from router_operator.rendering.router import (
     LINK_ROUTES_KEY,
     RenderError,
@@ -635,9 +635,12 @@ def _apply_telemetry(
     and retried like any other; the Routers' statuses do not depend on them."""
     assert config.collector is not None
     children = render_collector(network, namespace, config.collector, config.cluster_domain)
+    applied = memory.applied if memory is not None else {}
     if children and config.recommend is not None:
         children += render_recommend(network, namespace, config.recommend)
-    applied = memory.applied if memory is not None else {}
+        applied.pop(f"network/{network.name}/recommend", None)
+    elif not _remove_recommend(network.name, namespace, api, result, applied):
+        return
     for child in children:
         key = f"network/{network.name}/{child['kind']}/{child['metadata']['name']}"
         digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
@@ -655,6 +658,31 @@ def _apply_telemetry(
             return
         result.applied_objects += 1
         applied[key] = digest
+
+
+def _remove_recommend(
+    network: str, namespace: str, api: Api, result: Result, applied: dict[str, str]
+) -> bool:
+    """Recommendations are off (recommend.enabled false, or no collector): the network's
+    CronJob and its account go, if the operator made them, once per process (then recorded
+    as ABSENT). False when the API server refused: counted, retried with the pass."""
+    key = f"network/{network}/recommend"
+    if applied.get(key) == ABSENT:
+        return True
+    for api_version, kind, name in recommend_objects(network):
+        try:
+            found = api.get(api_version, kind, namespace, name)
+            if found is not None and is_ours(found, network):
+                uid = str((found.get("metadata") or {}).get("uid") or "") or None
+                if api.delete(api_version, kind, namespace, name, uid=uid):
+                    log.info("namespace %s: removed %s %s (recommend off)", namespace, kind, name)
+        except ApiError as err:
+            log.warning("namespace %s: removing %s %s failed: %s", namespace, kind, name, err)
+            result.failures.append(f"telemetry of network {network}: removing {kind} {name}: {err}")
+            result.transient |= err.transient
+            return False
+    applied[key] = ABSENT
+    return True
 
 
 def _application(

@@ -73,8 +73,29 @@ def labels(network: str) -> dict[str, str]:
         "app.kubernetes.io/name": "routernet",
         "app.kubernetes.io/component": "recommend",
         "routernet.io/network": network,
-        "app.kubernetes.io/managed-by": "routernet-operator",
+        MANAGED[0]: MANAGED[1],
     }
+
+
+MANAGED = ("app.kubernetes.io/managed-by", "routernet-operator")
+
+
+def recommend_objects(network: str) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of what render_recommend makes for ``network``, the CronJob
+    first: what goes when recommendations are turned off."""
+    return [
+        ("batch/v1", "CronJob", name(network)),
+        (RBAC_API_VERSION, "RoleBinding", name(network)),
+        (RBAC_API_VERSION, "Role", name(network)),
+        ("v1", "ServiceAccount", name(network)),
+    ]
+
+
+def is_ours(obj: Mapping[str, Any], network: str) -> bool:
+    """Whether an object found under a recommend name is the operator's for ``network`` (one a
+    user made under the same name is left alone)."""
+    found = (obj.get("metadata") or {}).get("labels") or {}
+    return found.get(MANAGED[0]) == MANAGED[1] and found.get("routernet.io/network") == network
 
 
 def render_recommend(
