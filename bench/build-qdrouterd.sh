@@ -6,6 +6,13 @@
 #   bench/build-qdrouterd.sh QPID_DISPATCH_SOURCE PREFIX
 #   QDROUTERD=PREFIX/qdrouterd make bench
 #
+# Debian's Proton C is built without Cyrus SASL, so that qdrouterd cannot check PLAIN users
+# (tests/test_policy_network.py's users log in so). With PROTON_SOURCE set to an apache/qpid-proton
+# checkout (0.37.0, Debian's version), that Proton is built first with Cyrus and OpenSSL into
+# PREFIX/proton and qdrouterd against it:
+#
+#   PROTON_SOURCE=QPID_PROTON_SOURCE bench/build-qdrouterd.sh QPID_DISPATCH_SOURCE PREFIX
+#
 # PREFIX/qdrouterd is a wrapper that sets the PYTHONPATH Dispatch's Python modules need; qdstat
 # and qdmanage run the same way: PREFIX/qdstat -b HOST:PORT -g (with a Python that has proton).
 set -eu
@@ -14,6 +21,17 @@ prefix=$(realpath -m "$2")
 work="$prefix/build"
 mkdir -p "$work/proton" "$work/source"
 
+libpath=""
+if [ -n "${PROTON_SOURCE:-}" ]; then
+  cmake -S "$(realpath "$PROTON_SOURCE")" -B "$work/proton-build" -DCMAKE_INSTALL_PREFIX="$prefix/proton" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_BINDINGS= -DBUILD_CPP=OFF -DBUILD_EXAMPLES=OFF \
+    -DBUILD_TESTING=OFF -DBUILD_TOOLS=OFF -DSASL_IMPL=cyrus -DSSL_IMPL=openssl -DENABLE_WARNING_ERROR=OFF
+  cmake --build "$work/proton-build" -j "$(nproc)"
+  cmake --install "$work/proton-build"
+  proton_dir=$(dirname "$(find "$prefix/proton" -name ProtonConfig.cmake | head -1)")
+  libpath=$(dirname "$(find "$prefix/proton" -name 'libqpid-proton-core.so' | head -1)")
+else
+proton_dir="$work/proton"
 lib=/usr/lib/$(gcc -print-multiarch)
 version=$(pkg-config --modversion libqpid-proton)
 cat > "$work/proton/ProtonConfig.cmake" <<CMAKE
@@ -32,6 +50,7 @@ cat > "$work/proton/ProtonConfigVersion.cmake" <<CMAKE
 set(PACKAGE_VERSION $version)
 set(PACKAGE_VERSION_COMPATIBLE TRUE)
 CMAKE
+fi
 
 # A copy of the source without the subdirectories that need the console's npm build,
 # Dispatch's test images or its docs toolchain.
@@ -40,7 +59,7 @@ sed -i 's/^\( *\)add_subdirectory(\(tests\|docs\|console\))/\1# &/' "$work/sourc
 
 # Dispatch's CMakeLists writes config.sh into the directory cmake runs in: the build's.
 cd "$work"
-cmake -S "$work/source" -B "$work/cmake" -DProton_DIR="$work/proton" \
+cmake -S "$work/source" -B "$work/cmake" -DProton_DIR="$proton_dir" \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython_EXECUTABLE=/usr/bin/python3 -DUSE_LIBWEBSOCKETS=OFF -DQD_ENABLE_ASSERTIONS=OFF
 cmake --build "$work/cmake" -j "$(nproc)"
@@ -56,7 +75,9 @@ for tool in qdrouterd:sbin qdstat:bin qdmanage:bin; do
   dir=${tool##*:}
   run="$prefix/$dir/$name"
   [ "$dir" = bin ] && run="\${PYTHON:-python3} $run"
-  printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$pythonpath" "$run" > "$prefix/$name"
+  libs=""
+  [ -n "$libpath" ] && libs="LD_LIBRARY_PATH=$libpath\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH} "
+  printf '#!/bin/sh\n%sPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$libs" "$pythonpath" "$run" > "$prefix/$name"
   chmod +x "$prefix/$name"
 done
 "$prefix/qdrouterd" --version

@@ -61,6 +61,8 @@ def render_type(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if annotation is type(None):
         return "None"
+    if origin is typing.Annotated:  # a validator's wrapper inside a union: the type it wraps
+        return render_type(args[0])
     if origin is typing.Literal:
         return f"Literal[{', '.join(repr(a) for a in args)}]"
     if origin in (typing.Union, types.UnionType):

@@ -110,6 +110,7 @@ def apply_config(router: Router, new: RouterConfig, source: str = "api") -> list
     changes += _listeners(router, new)
     changes += _connectors(router, new)
     changes += _gateway(router, new)
+    changes += _policy(router, new)
     changes += router_changes(router.config, new)  # the live ones: the rest were refused
     gateway_changed = router.config.gateway != new.gateway
     router.config = new
@@ -166,6 +167,22 @@ def _gateway(router: Router, new: RouterConfig) -> list[str]:
         f"gateway ~{len(now.rules)} rules, default {now.defaultContainer or '-'},"
         f" {len(now.export)} exports, {len(now.containers)} containers"
     ]
+
+
+def _policy(router: Router, new: RouterConfig) -> list[str]:
+    """The policy and vhosts: new connections get the new rules, admitted ones keep theirs."""
+    old = router.config
+    changes = []
+    if old.policy != new.policy:
+        changes.append(f"policy: {old.policy.as_dict()!r} -> {new.policy.as_dict()!r}")
+    changes += _entity_changes(
+        "vhost",
+        {v.hostname: v.as_dict() for v in old.vhosts},
+        {v.hostname: v.as_dict() for v in new.vhosts},
+    )
+    if changes:
+        router.policy.configure(new.policy, new.vhosts)
+    return changes
 
 
 def _link_routes(router: Router, new: RouterConfig) -> list[str]:

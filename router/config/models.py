@@ -28,6 +28,7 @@ from pydantic import (
 
 from router.addressing import rule_tokens
 from router.config.base import Strict, check_pattern, check_prefix
+from router.config.policy import PolicySettings, Vhost, check_vhosts
 from router.config.views import (
     AddressView,
     ConfigError,
@@ -346,6 +347,13 @@ class Listener(_Endpoint, ListenerView):
         description=(
             "Refuse clients that do not start TLS; true by default when sslProfile is set."
             " False with an sslProfile: TLS and plain clients both accepted."
+        ),
+    )
+    policyVhost: str | None = Field(
+        default=None,
+        description=(
+            "With policy.enableVhostPolicy: the vhost of every connection to this listener,"
+            " whatever hostname its Open names."
         ),
     )
 
@@ -735,6 +743,13 @@ class RouterConfig(Strict, RouterConfigView):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     gateway: Gateway = Field(default_factory=Gateway)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    vhosts: list[Vhost] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _vhosts(self) -> Self:
+        check_vhosts(self.vhosts)
+        return self
 
     @model_validator(mode="after")
     def _store_for_nodes(self) -> Self:

@@ -130,6 +130,7 @@ class Listener(ListenerView, RecordBase):
         "linkCapacity",
         "maxFrameSize",
         "name",
+        "policyVhost",
         "port",
         "requireSsl",
         "role",
@@ -151,6 +152,7 @@ class Listener(ListenerView, RecordBase):
         "stripAnnotations",
         "sslProfile",
         "requireSsl",
+        "policyVhost",
     )
     _PRIVATE = ("_ssl",)
 
@@ -170,6 +172,7 @@ class Listener(ListenerView, RecordBase):
         stripAnnotations: Literal["in", "out", "both", "no"] = "both",
         sslProfile: str | None = None,
         requireSsl: bool = False,
+        policyVhost: str | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -186,6 +189,7 @@ class Listener(ListenerView, RecordBase):
         self.stripAnnotations = stripAnnotations
         self.sslProfile = sslProfile
         self.requireSsl = requireSsl
+        self.policyVhost = policyVhost
         self._ssl: SslProfile | None = None
 
 
@@ -553,6 +557,185 @@ class StoreSettings(RecordBase):
         self.indexedMessages = indexedMessages
 
 
+class PolicySettings(RecordBase):
+    """As router.config.policy.PolicySettings."""
+
+    __slots__ = (
+        "defaultVhost",
+        "enableVhostNamePatterns",
+        "enableVhostPolicy",
+        "maxConnections",
+        "maxMessageSize",
+    )
+    _FIELDS = (
+        "maxConnections",
+        "maxMessageSize",
+        "enableVhostPolicy",
+        "enableVhostNamePatterns",
+        "defaultVhost",
+    )
+
+    def __init__(
+        self,
+        *,
+        maxConnections: int = 65535,
+        maxMessageSize: int = 0,
+        enableVhostPolicy: bool = False,
+        enableVhostNamePatterns: bool = False,
+        defaultVhost: str = "$default",
+    ) -> None:
+        self.maxConnections = maxConnections
+        self.maxMessageSize = maxMessageSize
+        self.enableVhostPolicy = enableVhostPolicy
+        self.enableVhostNamePatterns = enableVhostNamePatterns
+        self.defaultVhost = defaultVhost
+
+
+class VhostGroup(RecordBase):
+    """As router.config.policy.VhostGroup."""
+
+    __slots__ = (
+        "allowAdminStatusUpdate",
+        "allowAnonymousSender",
+        "allowDynamicLinkRoutes",
+        "allowDynamicSource",
+        "allowFallbackLinks",
+        "allowUserIdProxy",
+        "allowWaypointLinks",
+        "maxConnectionsPerHost",
+        "maxConnectionsPerUser",
+        "maxFrameSize",
+        "maxMessageSize",
+        "maxReceivers",
+        "maxSenders",
+        "maxSessionWindow",
+        "maxSessions",
+        "remoteHosts",
+        "sourcePattern",
+        "sources",
+        "targetPattern",
+        "targets",
+        "users",
+    )
+    _FIELDS = (
+        "users",
+        "remoteHosts",
+        "maxConnectionsPerUser",
+        "maxConnectionsPerHost",
+        "maxMessageSize",
+        "maxFrameSize",
+        "maxSessionWindow",
+        "maxSessions",
+        "maxSenders",
+        "maxReceivers",
+        "allowDynamicSource",
+        "allowAnonymousSender",
+        "allowUserIdProxy",
+        "allowWaypointLinks",
+        "allowFallbackLinks",
+        "allowDynamicLinkRoutes",
+        "allowAdminStatusUpdate",
+        "sources",
+        "targets",
+        "sourcePattern",
+        "targetPattern",
+    )
+
+    def __init__(
+        self,
+        *,
+        users: list[str] | None = None,
+        remoteHosts: list[str] | None = None,
+        maxConnectionsPerUser: int | None = None,
+        maxConnectionsPerHost: int | None = None,
+        maxMessageSize: int | None = None,
+        maxFrameSize: int = 0,
+        maxSessionWindow: int = 0,
+        maxSessions: int = 0,
+        maxSenders: int = 2147483647,
+        maxReceivers: int = 2147483647,
+        allowDynamicSource: bool = False,
+        allowAnonymousSender: bool = False,
+        allowUserIdProxy: bool = False,
+        allowWaypointLinks: bool = True,
+        allowFallbackLinks: bool = True,
+        allowDynamicLinkRoutes: bool = True,
+        allowAdminStatusUpdate: bool = True,
+        sources: list[str] | None = None,
+        targets: list[str] | None = None,
+        sourcePattern: list[str] | None = None,
+        targetPattern: list[str] | None = None,
+    ) -> None:
+        self.users: list[str] = [] if users is None else users
+        self.remoteHosts: list[str] = [] if remoteHosts is None else remoteHosts
+        self.maxConnectionsPerUser = maxConnectionsPerUser
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.maxMessageSize = maxMessageSize
+        self.maxFrameSize = maxFrameSize
+        self.maxSessionWindow = maxSessionWindow
+        self.maxSessions = maxSessions
+        self.maxSenders = maxSenders
+        self.maxReceivers = maxReceivers
+        self.allowDynamicSource = allowDynamicSource
+        self.allowAnonymousSender = allowAnonymousSender
+        self.allowUserIdProxy = allowUserIdProxy
+        self.allowWaypointLinks = allowWaypointLinks
+        self.allowFallbackLinks = allowFallbackLinks
+        self.allowDynamicLinkRoutes = allowDynamicLinkRoutes
+        self.allowAdminStatusUpdate = allowAdminStatusUpdate
+        self.sources = sources
+        self.targets = targets
+        self.sourcePattern = sourcePattern
+        self.targetPattern = targetPattern
+
+
+class Vhost(RecordBase):
+    """As router.config.policy.Vhost."""
+
+    __slots__ = (
+        "aliases",
+        "allowUnknownUser",
+        "groups",
+        "hostname",
+        "maxConnections",
+        "maxConnectionsPerHost",
+        "maxConnectionsPerUser",
+        "maxMessageSize",
+    )
+    _FIELDS = (
+        "hostname",
+        "aliases",
+        "maxConnections",
+        "maxConnectionsPerUser",
+        "maxConnectionsPerHost",
+        "maxMessageSize",
+        "allowUnknownUser",
+        "groups",
+    )
+    _NESTED = (("groups", "dict", VhostGroup),)
+
+    def __init__(
+        self,
+        *,
+        hostname: str,
+        aliases: list[str] | None = None,
+        maxConnections: int = 65535,
+        maxConnectionsPerUser: int = 65535,
+        maxConnectionsPerHost: int = 65535,
+        maxMessageSize: int | None = None,
+        allowUnknownUser: bool = False,
+        groups: dict[str, VhostGroup] | None = None,
+    ) -> None:
+        self.hostname = hostname
+        self.aliases: list[str] = [] if aliases is None else aliases
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerUser = maxConnectionsPerUser
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.maxMessageSize = maxMessageSize
+        self.allowUnknownUser = allowUnknownUser
+        self.groups: dict[str, VhostGroup] = {} if groups is None else groups
+
+
 class RouterConfig(RouterConfigView, RecordBase):
     """As router.config.models.RouterConfig."""
 
@@ -562,10 +745,12 @@ class RouterConfig(RouterConfigView, RecordBase):
         "gateway",
         "linkRoutes",
         "listeners",
+        "policy",
         "router",
         "sslProfiles",
         "store",
         "telemetry",
+        "vhosts",
     )
     _FIELDS = (
         "router",
@@ -577,6 +762,8 @@ class RouterConfig(RouterConfigView, RecordBase):
         "telemetry",
         "gateway",
         "store",
+        "policy",
+        "vhosts",
     )
     _NESTED = (
         ("router", "one", RouterSettings),
@@ -588,6 +775,8 @@ class RouterConfig(RouterConfigView, RecordBase):
         ("telemetry", "one", Telemetry),
         ("gateway", "one", Gateway),
         ("store", "one", StoreSettings),
+        ("policy", "one", PolicySettings),
+        ("vhosts", "list", Vhost),
     )
 
     def __init__(
@@ -602,6 +791,8 @@ class RouterConfig(RouterConfigView, RecordBase):
         telemetry: Telemetry | None = None,
         gateway: Gateway | None = None,
         store: StoreSettings | None = None,
+        policy: PolicySettings | None = None,
+        vhosts: list[Vhost] | None = None,
     ) -> None:
         self.router = router
         self.sslProfiles: list[SslProfile] = [] if sslProfiles is None else sslProfiles
@@ -612,3 +803,5 @@ class RouterConfig(RouterConfigView, RecordBase):
         self.telemetry: Telemetry = Telemetry() if telemetry is None else telemetry
         self.gateway: Gateway = Gateway() if gateway is None else gateway
         self.store: StoreSettings = StoreSettings() if store is None else store
+        self.policy: PolicySettings = PolicySettings() if policy is None else policy
+        self.vhosts: list[Vhost] = [] if vhosts is None else vhosts

@@ -1,10 +1,11 @@
 """A peer's attach: who takes the link, and how a link served here is set up.
 
-The attach is offered in turn to what may claim it: a draining router refuses it; what a
-qdrouterd edge attaches for itself goes to router/edges/dispatch.py, a gateway connection's own
-links to router/gateway/; the inter-router protocol takes its control and data links; links to
-hosted queues and topics go to router/nodes/, links to `(container)/node` to
-router/containers/ and configured link routes to router/linkroutes/relay.py. Any other link is
+The attach is offered in turn to what may claim it: a draining router refuses it, and so does
+a vhost policy that does not allow it (router/policy/); what a qdrouterd edge attaches for
+itself goes to router/edges/dispatch.py, a gateway connection's own links to router/gateway/;
+the inter-router protocol takes its control and data links; links to hosted queues and topics
+go to router/nodes/, links to `(container)/node` to router/containers/ and configured link
+routes to router/linkroutes/relay.py. Any other link is
 served here: a sender on its target address (or the anonymous relay), a receiver on its
 source, a dynamic receiver on an address of this router's own space. A refusal is answered as
 AMQP words it: a null source and target, then a detach with the error.
@@ -35,6 +36,8 @@ def attached(router: Router, conn: Connection, p: Any) -> None:
     if drain.refuses(router, conn.role):
         refuse(router, link, drain.DRAINING_ERROR, drain.refusal(router))
         return
+    if conn.policy is not None and not router.policy.attach(link):
+        return  # its vhost's policy refused it (router/policy/)
     network = router.network
     linkrouter = router.linkrouter
     dispatch_edges = router.dispatch_edges

@@ -43,6 +43,7 @@ from router.datapath.sections import (
     MessageFormatError,
     entering_network,
     get_to,
+    get_user_id,
     read_annotations,
     scan,
 )
@@ -57,6 +58,8 @@ from router.linkroutes.table import link_route_table
 from router.log import get_logger
 from router.network import Timers
 from router.nodes.hosting import Nodes
+from router.policy.admission import Policy
+from router.policy.gate import Gate
 from router.telemetry.emitter import Emitter
 from router.telemetry.sampling import Sampler
 from router.transport import sasl
@@ -167,6 +170,14 @@ class Router:
             self.fwd.flows = self.telemetry.flows
             self.sampler = self.telemetry.sampler
         self.http: HttpEndpoint | None = None
+        # Dispatch's policy (router/policy/): maxConnections always, vhosts when enabled.
+        self.policy = Gate(
+            Policy(config.policy, config.vhosts),
+            refuse_link=lambda link, error, why: attach.refuse(self, link, error, why),
+            detach=self.detach,
+            refuse_message=self.refuse_message,
+            close_connection=self.close_connection,
+        )
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -483,6 +494,9 @@ class Router:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(sock, cfg, next(self.conn_ids), self.id, time.monotonic())
+            if not self.policy.accepted(conn):  # over policy.maxConnections: no AMQP at all
+                conn.free()
+                continue
             self.register(conn)
             log.debug("connection.accepted", conn=conn.conn_id, peer=conn.host)
 
@@ -518,6 +532,7 @@ class Router:
             log.warning("connection.unauthenticated", conn=conn.conn_id, peer=conn.host, mech=mech)
         if conn.connector is not None:
             conn.connector.closed(conn)  # schedules the next attempt, logs failures once
+        self.policy.closed(conn)
         conn.free()
         # A connection that never opened AMQP is not news at info: a connector's failed attempt
         # logs its own failure, and TCP probes (Kubernetes, load balancers) come and go.
@@ -530,6 +545,9 @@ class Router:
         c = conn.pn
         conn.remote_container = text(lib.pn_connection_remote_container(c))
         if lib.pn_connection_state(c) & lib.PN_LOCAL_UNINIT:
+            if not self.policy.opening(conn):  # its vhost refused it: answered and closed
+                self.dirty.add(conn)
+                return
             conn.decorate()  # Dispatch's open properties (a connector's went out with its Open)
             lib.pn_connection_open(c)
         conn.remote_opened()  # peer's properties, inter-router cost, connector status
@@ -633,7 +651,7 @@ class Router:
 
     def on_session_open(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
-        if lib.pn_session_state(s) & lib.PN_LOCAL_UNINIT:
+        if lib.pn_session_state(s) & lib.PN_LOCAL_UNINIT and self.policy.session(conn, s):
             open_session(s, conn)
 
     def on_session_close(self, conn: Connection, ev: Any) -> None:
@@ -643,6 +661,7 @@ class Router:
                 self.detach(link)
         for p in [p for p in self.unanswered if lib.pn_link_session(p) == s]:
             del self.unanswered[p]  # freed with the session
+        self.policy.session_ended(s)
         lib.pn_session_close(s)
         lib.pn_session_free(s)
 
@@ -707,6 +726,7 @@ class Router:
         elif self.edge is not None and link.kind == "edge":
             self.edge.link_detached(link)
         self.containers.link_detached(link)
+        self.policy.detached(link)
         self.fwd.unregister(link)
         self.fwd.resolve(link, conn_dead=False)
         p = link.pn
@@ -829,8 +849,13 @@ class Router:
                 elif link.kind == "gateway":
                     effective = crossing_gateway(ann)
             to = effective.to or get_to(data, s) if link.anonymous else None
+            # A link a vhost policy admitted: what it may send (router/policy/gate.py).
+            policed = link.policy is not None
+            user_id = get_user_id(data, s) if policed else None
         except MessageFormatError as e:
             self.refuse_message(link, d, presettled, "amqp:decode-error", str(e))
+            return
+        if policed and not self.policy.message(link, d, len(data), to, user_id, presettled):
             return
         if link.anonymous:
             if to is None:
@@ -902,6 +927,11 @@ class Router:
             buf.extend(bytes(pending))
             got = lib.pn_link_recv(p, ffi.from_buffer(buf) + start, pending)
             del buf[start + max(got, 0) :]
+            policed = link.policy
+            if policed is not None and 0 < policed.max_message_size < len(buf):
+                link.partial = None
+                self.policy.oversize(link, d)
+                return None
             if lib.pn_delivery_partial(d):
                 if len(buf) >= STREAM_THRESHOLD and link.kind != "node":
                     start_stream(self, link, d, buf)

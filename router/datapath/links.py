@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from router.addressing.rewrite import Rewrite
     from router.datapath.forwarder import AddressEntry, Message
     from router.datapath.streaming import Stream
+    from router.policy.admission import Connection as PolicedConnection
     from router.telemetry.flows import FlowCounters
     from router.transport.connection import Connection
 
@@ -80,6 +81,7 @@ class Link:
         "partial",
         "peer",
         "pn",
+        "policy",
         "presettle",
         "presettled",
         "priority",
@@ -137,6 +139,9 @@ class Link:
         # a routed link's far half attached under another address than its partner's peer
         # asked for: how to put the far end's answer back (router/addressing/rewrite.py)
         self.rewrite: Rewrite | None = None
+        # a client's link on a connection a vhost policy admitted (router/policy/): what it
+        # may send; None elsewhere, and then the data path checks nothing more
+        self.policy: PolicedConnection | None = None
 
     @property
     def outstanding(self) -> int:

@@ -522,6 +522,47 @@ def get_to(buf: Buffer, s: Scan) -> str | None:
         ) from None
 
 
+def get_user_id(buf: Buffer, s: Scan) -> str | None:
+    """Return properties.user-id as text (None when absent), for a vhost policy that checks it
+    against the connection's user: only policed links ask (router/policy/gate.py)."""
+    p = s.props_start
+    if p < 0:
+        return None
+    end = s.props_end
+    try:
+        i = p + 3 if buf[p + 1] == 0x53 else _descriptor(buf, p + 1)[1]
+        c = buf[i]
+        if c == 0xC0:
+            count = buf[i + 2]
+            k = i + 3
+        elif c == 0xD0:
+            count = _U32(buf, i + 5)[0]
+            k = i + 9
+        else:
+            return None
+        if count < 2:
+            return None
+        k = _skip(buf, k, end)  # message-id
+        if k >= end:
+            raise MessageFormatError(f"properties at offset {p} hold fewer fields than they count")
+        c = buf[k]
+        if c == 0xA0:
+            a = k + 2
+            a_end = a + buf[k + 1]
+        elif c == 0xB0:
+            a = k + 5
+            a_end = a + _U32(buf, k + 1)[0]
+        elif c == 0x40:
+            return None
+        else:
+            raise MessageFormatError(f"properties.user-id at offset {k} has constructor 0x{c:02x}")
+    except _OUT_OF_BOUNDS:
+        raise MessageFormatError(f"properties at offset {p} are truncated") from None
+    if a_end > end:
+        raise MessageFormatError(f"properties.user-id at offset {k} runs past the properties' end")
+    return bytes(buf[a:a_end]).decode(errors="replace")
+
+
 def _split_annotations(ma: bytes) -> tuple[list[bytes], int, list[int]]:
     """Split the MA section `ma` into user entries, kept encoded, and router entries, kept as
     offsets.

@@ -40,6 +40,7 @@ STREAM_THRESHOLD bytes) takes the engine's usual path.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from router.config.views import ROUTER_ROLES
@@ -108,6 +109,8 @@ class Stream:
         "fwd",
         "in_d",
         "in_link",
+        "limit",
+        "oversize",
         "paused",
         "presettled",
         "read",
@@ -132,6 +135,10 @@ class Stream:
         # the sender's delivery has its outcome (every copy finished early): settled once
         # the rest of it has arrived
         self.settle_later = False
+        # with a vhost policy's maxMessageSize, the bytes after the head beyond which it is
+        # refused, and who refuses it then (router/policy/gate.py); None: no limit
+        self.limit = 0
+        self.oversize: Callable[[Link, Any], None] | None = None
 
     # ----- copies --------------------------------------------------------------------------
 
@@ -211,6 +218,9 @@ class Stream:
                 for copy in self.copies:
                     lib.pn_link_send(copy.link.pn, _SCRATCH, got)
                 self.read += got
+                if self.oversize is not None and self.read > self.limit:
+                    self.refuse()
+                    return
                 moved = True
                 continue
             if self.paused:
@@ -306,6 +316,14 @@ class Stream:
                 forwarder.copy_done(fwd, lib.PN_RELEASED, None)
             self.release_link(link)
 
+    def refuse(self) -> None:
+        """Over its connection's maxMessageSize: every copy aborted, and the sender's
+        delivery refused as the policy words it."""
+        in_link, in_d, oversize = self.in_link, self.in_d, self.oversize
+        self.abort()
+        assert oversize is not None
+        oversize(in_link, in_d)
+
     def copy_gone(self, link: Link, conn_dead: bool) -> Copy | None:
         """An outgoing link of this stream detached or lost its connection: its copy is
         aborted (what the consumer got is incomplete) and the stream goes on without it."""
@@ -388,6 +406,10 @@ def start(router: Router, link: Link, d: Any, head: bytearray) -> bool:
         forward = Forward(d, link, fwd.now)
         link.unsettled[d] = forward
     stream = Stream(fwd, link, d, forward)
+    policed = link.policy
+    if policed is not None and policed.max_message_size:
+        stream.limit = policed.max_message_size - len(head)
+        stream.oversize = router.policy.oversize
     link.stream = stream
     link.partial = STREAMING
     fwd.streaming += 1

@@ -31,6 +31,9 @@ ADDRESS = PREFIX + "router.address"
 NODE = PREFIX + "router.node"
 LINK_ROUTE = PREFIX + "router.config.linkRoute"
 SSL_PROFILE = PREFIX + "sslProfile"
+POLICY = PREFIX + "policy"
+VHOST = PREFIX + "vhost"
+VHOST_STATS = PREFIX + "vhostStats"
 # Ours: the containers `(id)/node` reaches (router/containers/), duplicates included.
 MANAGEMENT = PREFIX + "management"
 AMQP_MANAGEMENT = "org.amqp.management"
@@ -245,6 +248,46 @@ ENTITY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
         "uidNameMappingFile",
         *_BASE_ATTRIBUTES,
     ),
+    # Dispatch's policy entities (router/policy/), in its schema's order.
+    POLICY: (
+        "maxConnections",
+        "maxMessageSize",
+        "enableVhostPolicy",
+        "enableVhostNamePatterns",
+        "policyDir",
+        "defaultVhost",
+        "connectionsProcessed",
+        "connectionsDenied",
+        "connectionsCurrent",
+        "linksDenied",
+        "maxMessageSizeDenied",
+        "totalDenials",
+        *_BASE_ATTRIBUTES,
+    ),
+    VHOST: (
+        "hostname",
+        "aliases",
+        "maxConnections",
+        "maxMessageSize",
+        "maxConnectionsPerUser",
+        "maxConnectionsPerHost",
+        "allowUnknownUser",
+        "groups",
+        *_BASE_ATTRIBUTES,
+    ),
+    VHOST_STATS: (
+        "hostname",
+        "connectionsApproved",
+        "connectionsDenied",
+        "connectionsCurrent",
+        "sessionDenied",
+        "senderDenied",
+        "receiverDenied",
+        "maxMessageSizeDenied",
+        "perUserState",
+        "perHostState",
+        *_BASE_ATTRIBUTES,
+    ),
     CONTAINER: ("containerId", "location", "places", "duplicate", *_BASE_ATTRIBUTES),
     HOSTED_NODE: (
         "nodeType",
@@ -301,6 +344,9 @@ _TYPES: dict[str, _Type] = {
     NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[NODE]),
     LINK_ROUTE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[LINK_ROUTE]),
     SSL_PROFILE: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[SSL_PROFILE]),
+    POLICY: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[POLICY]),
+    VHOST: _Type(_CONFIG_BASES, ("READ",), ENTITY_ATTRIBUTES[VHOST]),
+    VHOST_STATS: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[VHOST_STATS]),
     CONTAINER: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[CONTAINER]),
     HOSTED_NODE: _Type(_OPERATIONAL_BASES, ("READ",), ENTITY_ATTRIBUTES[HOSTED_NODE]),
     # The one type a peer may create and delete: routes of its own connection.

@@ -34,9 +34,23 @@ def entities(router: Router) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         PREFIX + "router.node": lambda: node_rows(router),
         PREFIX + "router.config.linkRoute": lambda: link_route_rows(router),
         PREFIX + "sslProfile": lambda: ssl_profile_rows(router),
+        PREFIX + "policy": lambda: policy_rows(router, "policy"),
+        PREFIX + "vhost": lambda: policy_rows(router, "vhost"),
+        PREFIX + "vhostStats": lambda: policy_rows(router, "vhostStats"),
         CONTAINER: lambda: router.containers.rows(),
         HOSTED_NODE: lambda: router.nodes.rows(),
     }
+
+
+def policy_rows(router: Router, entity: str) -> list[dict[str, Any]]:
+    """Dispatch's policy (one row), vhost and vhostStats rows, named as Dispatch names them."""
+    rows = router.policy.rows()[entity]
+    for row in rows:
+        name = f"{entity}/{row['hostname']}" if entity != "policy" else "policy/policy"
+        row.setdefault("name", name)
+        row.setdefault("identity", row.get("hostname", name))
+        row.setdefault("type", PREFIX + entity)
+    return rows
 
 
 LINK_TYPES = {

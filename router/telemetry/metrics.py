@@ -58,6 +58,7 @@ class RouterCollector(Collector):
         yield from self._connections_and_links(rid)
         yield from self._network(rid)
         yield from self._nodes(rid)
+        yield from self._policy(rid)
         yield from self._telemetry(rid)
 
     def _router_counters(self, rid: str) -> Iterator[Metric]:
@@ -288,6 +289,57 @@ class RouterCollector(Collector):
                 counter.add_metric(key, values[field])
         yield from gauges.values()
         yield from counters.values()
+
+    def _policy(self, rid: str) -> Iterator[Metric]:
+        """Dispatch's policy counters (router/policy/): the router-wide ones, and per vhost
+        its connections and denials by kind (vhostStats)."""
+        rows = self.router.policy.rows()
+        policy = rows["policy"][0]
+        current = GaugeMetricFamily(
+            "routernet_policy_connections",
+            "Connections accepted on listeners and open now (what policy.maxConnections bounds).",
+            labels=["router"],
+        )
+        current.add_metric([rid], policy["connectionsCurrent"])
+        yield current
+        denied = CounterMetricFamily(
+            "routernet_policy_denials",
+            "Refusals by the policy, by kind: sockets over maxConnections (connection), links,"
+            " and messages over maxMessageSize.",
+            labels=["router", "kind"],
+        )
+        for kind, key in (
+            ("connection", "connectionsDenied"),
+            ("link", "linksDenied"),
+            ("message_size", "maxMessageSizeDenied"),
+        ):
+            denied.add_metric([rid, kind], policy[key])
+        yield denied
+        labels = ["router", "vhost"]
+        vhost_current = GaugeMetricFamily(
+            "routernet_vhost_connections", "Connections a vhost admitted, open now.", labels=labels
+        )
+        approved = CounterMetricFamily(
+            "routernet_vhost_connections_approved", "Connections a vhost admitted.", labels=labels
+        )
+        vhost_denied = CounterMetricFamily(
+            "routernet_vhost_denials",
+            "What a vhost refused, by kind: connection, session, sender, receiver, message_size.",
+            labels=[*labels, "kind"],
+        )
+        for row in rows["vhostStats"]:
+            vhost = [rid, row["hostname"]]
+            vhost_current.add_metric(vhost, row["connectionsCurrent"])
+            approved.add_metric(vhost, row["connectionsApproved"])
+            for kind, field in (
+                ("connection", "connectionsDenied"),
+                ("session", "sessionDenied"),
+                ("sender", "senderDenied"),
+                ("receiver", "receiverDenied"),
+                ("message_size", "maxMessageSizeDenied"),
+            ):
+                vhost_denied.add_metric([*vhost, kind], row[field])
+        yield from (vhost_current, approved, vhost_denied)
 
     def _network(self, rid: str) -> Iterator[Metric]:
         network = self.router.network

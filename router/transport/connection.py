@@ -22,6 +22,7 @@ from router.transport.pn import NULL, data_get, data_put, ffi, get_condition, li
 
 if TYPE_CHECKING:
     from router.datapath.links import Link
+    from router.policy.admission import Connection as PolicedConnection
     from router.transport.connector import Connector
 
 IO_CHUNK: Final = 256 * 1024
@@ -89,6 +90,8 @@ class Connection:
         "next_tick",
         "opened_at",
         "pn",
+        "policed",
+        "policy",
         "remote_container",
         "remote_properties",
         "role",
@@ -148,6 +151,10 @@ class Connection:
         self.closing = False
         self.dead = False
         self.next_tick = 0
+        # Counted in the policy's maxConnections (accepted on a listener), and what its vhost
+        # admitted it to (router/policy/): None unless a vhost policy governs it.
+        self.policed = False
+        self.policy: PolicedConnection | None = None
         self.handshake_timeout: int = listener.idleTimeoutSeconds
         if connector is not None and not self.handshake_timeout:
             self.handshake_timeout = CONNECT_TIMEOUT_SECONDS
