@@ -908,3 +908,52 @@ def test_management_writers_reach_every_pods_config_and_restart_nothing() -> Non
     router = json.loads(nobody["ConfigMap/core-config"]["data"]["core-0.json"])["router"]
     assert "managementWriters" not in router
     assert nobody["StatefulSet/core"] == writers["StatefulSet/core"]
+
+
+def test_a_routers_policy_reaches_every_pods_config_and_restarts_nothing() -> None:
+    """Router.spec.policy: Dispatch's policy and vhosts in each of its pods' router config
+    (applied live by the router's config-sync), checked by the router's own model on the way
+    (a bad vhost refused there), the StatefulSet as it was."""
+    policy = {
+        "enableVhostPolicy": True,
+        "maxConnections": 500,
+        "vhosts": [
+            {
+                "hostname": "tenant-a",
+                "maxConnections": 50,
+                "groups": {"apps": {"users": ["app@a"], "remoteHosts": ["*"], "targets": ["a.*"]}},
+            }
+        ],
+    }
+    body = {
+        "apiVersion": "routernet.io/v1alpha1",
+        "kind": "Router",
+        "metadata": {"name": "core", "namespace": NS, "uid": "uid-core"},
+        "spec": {"replicas": 2, "policy": policy},
+    }
+    decl = adapter.router_decl(adapter.parse("Router", body), "routernet/router:test")
+    policed = objects(plan([decl]), "core")
+    for i in range(2):
+        config = json.loads(policed["ConfigMap/core-config"]["data"][f"core-{i}.json"])
+        assert config["policy"] == {"maxConnections": 500, "enableVhostPolicy": True}
+        [vhost] = config["vhosts"]
+        assert vhost["hostname"] == "tenant-a" and vhost["maxConnections"] == 50
+        assert vhost["groups"]["apps"]["targets"] == ["a.*"]
+    plain = objects(
+        plan(
+            [
+                adapter.router_decl(
+                    adapter.parse("Router", {**body, "spec": {"replicas": 2}}),
+                    "routernet/router:test",
+                )
+            ]
+        ),
+        "core",
+    )
+    config = json.loads(plain["ConfigMap/core-config"]["data"]["core-0.json"])
+    assert "vhosts" not in config and "policy" not in config
+    assert plain["StatefulSet/core"] == policed["StatefulSet/core"]
+    bad = {**policy, "vhosts": [{"hostname": "x", "allowUnknownUser": True}]}
+    refused = adapter.parse("Router", {**body, "spec": {"replicas": 2, "policy": bad}})
+    assert refused.model is None
+    assert refused.error == "spec.policy.vhosts.0: allowUnknownUser needs a '$default' group"

@@ -213,6 +213,7 @@ def router_decl(parsed: Parsed, default_image: str) -> RouterDecl:
         if spec.store is None
         else StoreDecl(spec.store.size, spec.store.storageClassName),
         management_writers=tuple(spec.managementWriters),
+        policy=spec.policy.config_sections() if spec.policy is not None else None,
     )
 
 

@@ -66,6 +66,7 @@ Rules, and why:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -182,6 +183,8 @@ class RouterDecl:
     waits for the others to hand theirs off (planning/handoff.py)."""
     management_writers: tuple[str, ...] = ()
     """Users its routers let write through $management (router.managementWriters)."""
+    policy: Mapping[str, Any] | None = None
+    """Its routers' ``policy`` and ``vhosts`` (RouterPolicy.config_sections), if it has one."""
 
 
 @dataclass(frozen=True)
@@ -875,6 +878,8 @@ def _build_config(
         # (rendering/router.py).
         "telemetry": {"http": {"host": "0.0.0.0", "port": METRICS_PORT}},
     }
+    if pod.router.policy is not None:
+        data.update(copy.deepcopy(dict(pod.router.policy)))
     if pod.router.store is not None:
         data["store"] = {"path": STORE_PATH}  # the pod's PersistentVolumeClaim (render)
     if gateway is not None:

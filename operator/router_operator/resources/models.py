@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from router import __version__
+from router.config.policy import RouterPolicy
 from router_operator.resources.autoscaling import AutoscalingSpec, AutoscalingStatus
 from router_operator.resources.gateway import GatewayRouting
 from router_operator.resources.nodes import (
@@ -396,6 +397,17 @@ class RouterSpec(StrictSpec):
             " USER@REALM, a TLS client certificate's subject, or 'anonymous' for every client"
             " that does not authenticate. Reads stay open; the network's routers may always;"
             " anyone else gets 403. Empty (the default): nobody. Applied live."
+        ),
+    )
+    policy: RouterPolicy | None = Field(
+        default=None,
+        description=(
+            "Qpid Dispatch's policy for its routers, each on its own: maxConnections on the"
+            " listeners, and with enableVhostPolicy the vhosts that admit clients' connections"
+            " (by the Open's hostname), limit their connections, sessions, links and message"
+            " size, and say which addresses each group of users may send to and receive from;"
+            " Dispatch's attribute names and meanings (router/config/policy.py). Applied live:"
+            " admitted connections keep what they were given."
         ),
     )
 
