@@ -14,6 +14,7 @@ from clients import Client, Management, World
 from harness import RouterNetwork, RouterProcess
 from proton import Message
 from test_sasl import PASSWORD, REALM, USER, make_sasl_dir, plain
+from test_tls import build_pki, client_domain, server_profile
 
 pytestmark = pytest.mark.network
 
@@ -130,3 +131,43 @@ def test_writes_from_across_the_network_are_refused_even_to_writers(
         # On a connection to B itself the same client may.
         local = Management(world.connect(net.url("B")))
         assert status(local.request(*WRITES[1]))[0] == 501
+
+
+def test_a_writer_may_be_named_by_its_client_certificates_subject(
+    world: World, tmp_path: Path
+) -> None:
+    """A client authenticating with its TLS certificate (SASL EXTERNAL) is the certificate's
+    subject: listed, it writes; another certificate of the same CA is refused."""
+    (tmp_path / "pki").mkdir()
+    pki = build_pki(tmp_path / "pki")
+    with RouterProcess(
+        tmp_path,
+        "RT",
+        router={"managementWriters": ["CN=client,O=Routernet"]},
+        listeners=[
+            {
+                "saslMechanisms": "EXTERNAL",
+                "authenticatePeer": True,
+                "sslProfile": "server",
+                "role": "route-container",
+            }
+        ],
+        sections={"sslProfiles": [server_profile(pki)]},
+    ) as proc:
+        url = proc.url.replace("amqp://", "amqps://", 1)
+        create = {"operation": "CREATE", "type": CONN_LINK_ROUTE, "name": "r"}
+        writer = connect(
+            world,
+            url,
+            ssl_domain=client_domain(pki.ca, pki.client_cert, pki.client_key, verify=False),
+            allowed_mechs="EXTERNAL",
+        )
+        assert status(Management(writer).request(create, ROUTE))[0] == 201
+        stranger = connect(
+            world,
+            url,
+            ssl_domain=client_domain(pki.ca, pki.stranger_cert, pki.stranger_key, verify=False),
+            allowed_mechs="EXTERNAL",
+        )
+        code, why = status(Management(stranger).request(create, ROUTE))
+        assert code == 403 and "CN=stranger" in why, why
