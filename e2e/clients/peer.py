@@ -6,6 +6,9 @@ python-qpid-proton are there), for what `routernet send`, `receive` and `request
                                               a consumer whose connection's container-id is
                                               CONTAINER: (CONTAINER)/NODE reaches it
     peer.py query URL TYPE ATTRIBUTE...       a management QUERY, as qdstat sends it
+    peer.py vhost URL VHOST ADDRESS...        connects naming VHOST in its Open and attaches
+                                              a sender to each ADDRESS: what the router's
+                                              policy said to each ("ok" or its condition)
 
 Each prints one JSON line and exits 0 when it did what was asked, 1 otherwise.
 """
@@ -121,6 +124,28 @@ def query(url: str, entity_type: str, attributes: list[str]) -> int:
     return 0
 
 
+def vhost(url: str, name: str, addresses: list[str]) -> int:
+    from proton.utils import ConnectionClosed, LinkDetached
+
+    said: dict[str, str] = {}
+    try:
+        connection = BlockingConnection(url, timeout=30, virtual_host=name)
+    except ConnectionClosed as err:
+        cond = err.connection.remote_condition
+        print(json.dumps({"connection": f"{cond.name}: {cond.description}" if cond else "closed"}))
+        return 0
+    for address in addresses:
+        try:
+            connection.create_sender(address, name=address)
+            said[address] = "ok"
+        except LinkDetached as err:
+            cond = err.link.remote_condition
+            said[address] = f"{cond.name}: {cond.description}" if cond else "detached"
+    connection.close()
+    print(json.dumps({"connection": "ok", "links": said}))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     if command == "echo":
@@ -135,6 +160,9 @@ def main(argv: list[str]) -> int:
     if command == "query":
         url, entity_type, *attributes = args
         return query(url, entity_type, attributes)
+    if command == "vhost":
+        url, name, *addresses = args
+        return vhost(url, name, addresses)
     print(__doc__, file=sys.stderr)
     return 2
 
