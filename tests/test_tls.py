@@ -10,6 +10,7 @@ DNS entries and the CN only, so an IP literal must appear as a DNS entry to veri
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -406,6 +407,48 @@ def test_tls_is_added_live_and_a_profile_that_cannot_load_is_refused(
         round_trip(world, secure, newer, "tls.changed")
         rows = Management(newer).query("connection", ["sslProto"])
         assert sorted(row["sslProto"] for row in rows) == ["TLSv1.2", "TLSv1.3", "TLSv1.3"]
+
+
+def common_name(client: Any) -> str:
+    """The CN of the certificate the router presented to ``client``."""
+    return str(client.conn.transport.ssl().get_cert_common_name())
+
+
+def test_a_renewed_certificate_is_served_to_new_connections_without_a_restart(
+    tmp_path: Path, world: World
+) -> None:
+    """New content under the profile's paths (as a Kubernetes Secret volume swaps its files):
+    the next connection gets the new certificate, connections made before go on; content
+    that cannot be loaded keeps the last good certificate."""
+    pki = build_pki(tmp_path)
+    live = tmp_path / "live"
+    live.mkdir()
+    for name in ("server.pem", "server.key"):
+        shutil.copy(tmp_path / name, live / name)
+    profile = server_profile(
+        pki, certFile=str(live / "server.pem"), privateKeyFile=str(live / "server.key")
+    )
+    with RouterProcess(
+        tmp_path,
+        "RENEW",
+        listeners=[{}, {"sslProfile": "server"}],
+        sections={"sslProfiles": [profile]},
+    ) as router:
+        before = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
+        assert common_name(before) == "server"
+        make_cert(tmp_path, "renewed", "ca", SERVER_NAMES)
+        for name in ("pem", "key"):
+            os.replace(tmp_path / f"renewed.{name}", live / f"server.{name}.new")
+            os.replace(live / f"server.{name}.new", live / f"server.{name}")
+        after = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
+        assert common_name(after) == "renewed"
+        round_trip(world, before, after, "tls.renewed")  # the old connection goes on
+        router.wait_log(r"tls\.reloaded profile=server")
+
+        (live / "server.pem").write_text("half written\n")
+        again = world.connect(amqps(router, 1), ssl_domain=client_domain(pki.ca))
+        assert common_name(again) == "renewed"
+        router.wait_log(r"tls\.reload_failed profile=server")
 
 
 # ----- configuration errors at start-up ------------------------------------------------------

@@ -4,26 +4,36 @@ As in Qpid Dispatch, an ``sslProfile`` holds credentials and trust (certFile, pr
 password, caCertFile, ciphers, protocols) and listeners and connectors name the one they use.
 What a Proton ``pn_ssl_domain_t`` needs on top depends on that use: a listener's requireSsl
 (plain clients allowed or not) and whether it verifies client certificates, a connector's
-verifyHostname. So a domain is built per (profile, use), once, on first need: when the
+verifyHostname. So a domain is built per (profile, use) on first need: when the
 configuration is checked (``check``, from the CLI, so a bad file is a config error), else when
 the first connection needs it. ``retain`` frees the domains a new configuration no longer uses.
 Proton counts a domain's users (``pn_ssl_init`` takes a reference, freeing the transport drops
 it), so freeing one here never pulls it from under a live connection: connections keep the
 credentials they started with, new ones get the new profile.
 
+A renewed certificate is new content under the same paths (a Kubernetes Secret volume swaps its
+files): each new connection compares the files' modification times and sizes with those the
+domain was built from and, when they changed, builds the domain again (the old one goes when
+its last connection does). Certificates are renewed without a restart and without dropping a
+connection; one that cannot be loaded keeps the domain built before, and says so once.
+
 The router is single-threaded, so the cache is a plain process-wide dict (``DOMAINS``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from router.config.views import read_secret
+from router.log import get_logger
 from router.transport.pn import NULL, cbytes, ffi, lib
 
 if TYPE_CHECKING:
     from router.config.records import Connector, Listener, RouterConfig, SslProfile
+
+log = get_logger("router")
 
 __all__ = [
     "DOMAINS",
@@ -126,11 +136,25 @@ def _build(profile: SslProfile, use: Use) -> Any:
     return domain
 
 
+def _files(profile: SslProfile) -> tuple[tuple[int, int] | None, ...]:
+    """The (mtime, size) of the profile's files, None for one not there."""
+    found: list[tuple[int, int] | None] = []
+    for path in (profile.certFile, profile.privateKeyFile, profile.caCertFile):
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        found.append((st.st_mtime_ns, st.st_size) if st is not None else None)
+    return tuple(found)
+
+
 class Domains:
-    """Proton SSL domains by (profile settings, use), built on first need."""
+    """Proton SSL domains by (profile settings, use), built on first need and again when the
+    profile's files change."""
 
     def __init__(self) -> None:
         self._built: dict[tuple[tuple[Any, ...], Use], Any] = {}
+        self._files: dict[tuple[tuple[Any, ...], Use], tuple[tuple[int, int] | None, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._built)
@@ -138,8 +162,20 @@ class Domains:
     def get(self, profile: SslProfile, use: Use) -> Any:
         key = (_profile_key(profile), use)
         domain = self._built.get(key)
+        files = _files(profile)
         if domain is None:
             domain = self._built[key] = _build(profile, use)
+            self._files[key] = files
+        elif files != self._files[key]:
+            self._files[key] = files  # tried once per change, whatever comes of it
+            try:
+                renewed = _build(profile, use)
+            except TlsError as e:
+                log.warning("tls.reload_failed", profile=profile.name, error=str(e))
+                return domain
+            lib.pn_ssl_domain_free(domain)  # live connections hold their own reference
+            domain = self._built[key] = renewed
+            log.info("tls.reloaded", profile=profile.name)
         return domain
 
     def retain(self, config: RouterConfig) -> None:
@@ -147,11 +183,13 @@ class Domains:
         wanted = {(_profile_key(profile), use) for profile, use in uses(config)}
         for key in [key for key in self._built if key not in wanted]:
             lib.pn_ssl_domain_free(self._built.pop(key))
+            del self._files[key]
 
     def clear(self) -> None:
         for domain in self._built.values():
             lib.pn_ssl_domain_free(domain)
         self._built.clear()
+        self._files.clear()
 
 
 DOMAINS = Domains()
