@@ -373,8 +373,9 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
     # delete for the pods a rollout waits for in vain (kubernetes/rollout.py).
     assert granted["pods"] == {"get", "list", "watch", "patch", "delete"}
     assert granted["events"] == {"create"}
-    # No secrets: TLS and SASL secrets are mounted into router pods by name, never read.
-    assert "secrets" not in granted
+    # Secrets: only the internal TLS ones it makes and reads back by name (get, server-side
+    # apply); never listed or watched. TLS and SASL Secrets of users are mounted by name.
+    assert granted["secrets"] == {"get", "create", "patch"}
     if scenario == "cluster":
         assert granted["apiextensions.k8s.io/customresourcedefinitions"] == {"list", "watch"}
     else:

@@ -222,12 +222,16 @@ def test_link_routes_are_applied_and_conflicts_reported() -> None:
     [connector] = api.pod_config("core", "core-0")["connectors"]
     assert connector["saslPassword"] == "file:/etc/routernet-linkroute/sasl/sasl/password"
     volumes = api.objects["StatefulSet", "core"]["spec"]["template"]["spec"]["volumes"]
-    assert volumes[-1]["secret"]["secretName"] == "login"
+    assert [v["secret"]["secretName"] for v in volumes if "secret" in v] == [
+        "login",
+        "core-internal-tls",  # the routers' own certificates (planning/internal_tls.py)
+    ]
     leaf = api.objects["StatefulSet", "leaf"]["spec"]["template"]["spec"]["volumes"]
-    assert [v["name"] for v in leaf] == ["config"]
+    assert [v["name"] for v in leaf] == ["config", "internal-tls"]
     # Nobody paused: no ConfigMap was read back (only the autoscalers no mode wants were
-    # looked for, once: rendering/autoscaler.py).
-    assert not [g for g in api.gets if not g.startswith(("HorizontalPodAutoscaler/", "Scaled"))]
+    # looked for, once: rendering/autoscaler.py, and the routers' certificate Secrets).
+    looked = ("HorizontalPodAutoscaler/", "Scaled", "Secret/")
+    assert not [g for g in api.gets if not g.startswith(looked)]
 
 
 def test_a_paused_link_route_stays_as_applied_and_one_never_applied_stays_out() -> None:
@@ -281,6 +285,7 @@ def test_a_paused_link_route_keeps_its_secrets_mounted() -> None:
         "config",
         "lr-tls-q",
         "lr-sasl-q",
+        "internal-tls",
     ]
     config = api.pod_config("core", "core-0")
 

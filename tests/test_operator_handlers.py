@@ -39,7 +39,7 @@ from router_operator.kubernetes.cli import parse_args
 from router_operator.kubernetes.environment import OperatorConfig
 from router_operator.kubernetes.kube import KubeClient
 from router_operator.kubernetes.reconciler import Memory, Reconciler, Snapshot, reconcile_namespace
-from router_operator.planning import adapter
+from router_operator.planning import adapter, internal_tls
 from router_operator.planning.names import selector
 from router_operator.rendering.router import DIGEST_ANNOTATION
 from router_operator.resources.autoscaling import AutoscalingStatus
@@ -390,13 +390,14 @@ async def test_a_tls_listener_is_served_from_its_mounted_secret(cluster: Cluster
             f"amqps://hub.{NS}.svc.cluster.local:5671",
             f"amqp://hub.{NS}.svc.cluster.local:5672",
         ]
-        for config in pod_configs(cluster, "hub").values():
+        for pod, config in pod_configs(cluster, "hub").items():
             assert config["sslProfiles"] == [
                 {
                     "name": "listener-5671",
                     "certFile": "/etc/routernet-tls/5671/tls.crt",
                     "privateKeyFile": "/etc/routernet-tls/5671/tls.key",
-                }
+                },
+                internal_tls.ssl_profile(pod),  # the routers' own, beside it
             ]
             (tls,) = [lsn for lsn in config["listeners"] if lsn.get("port") == 5671]
             assert (tls["sslProfile"], tls["requireSsl"]) == ("listener-5671", True)
@@ -407,8 +408,11 @@ async def test_a_tls_listener_is_served_from_its_mounted_secret(cluster: Cluster
         )
         service = get(cluster, "v1/services", "hub")
         assert [p["name"] for p in service["spec"]["ports"]] == ["amqps", "amqp"]
-    # The operator mounts the Secret; it never reads it (it has no RBAC for Secrets).
-    assert not requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT", "DELETE")
+    # The operator mounts the user's Secret; it never reads it. The only Secrets it asks for
+    # are its own: the network's CA and the Router's certificates.
+    asked = {r.name for r in requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT")}
+    assert asked - {None} == {"routernet-ca-default", "hub-internal-tls"}
+    assert not requests_to(cluster, "v1/secrets", "DELETE")
 
 
 # --- scale ---------------------------------------------------------------------------------------
@@ -885,6 +889,7 @@ async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
         template = await eventually(mounted)
         volumes = {v["name"]: v["secret"] for v in template["spec"]["volumes"] if "secret" in v}
         assert volumes == {
+            "internal-tls": {"secretName": "hub-internal-tls", "optional": False},
             "lr-tls-vault": {
                 "secretName": "vault-ca",
                 "items": [{"key": "ca.crt", "path": "ca.crt"}],
@@ -906,12 +911,13 @@ async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
             "readOnly": True,
         } in mounts
         assert template["metadata"]["annotations"] == hub_before["metadata"]["annotations"]
-        for config in pod_configs(cluster, "hub").values():
+        for pod, config in pod_configs(cluster, "hub").items():
             assert config["sslProfiles"] == [
                 {
                     "name": "linkroute-vault",
                     "caCertFile": "/etc/routernet-linkroute/vault/tls/ca.crt",
-                }
+                },
+                internal_tls.ssl_profile(pod),
             ]
             assert config["connectors"][-1] == {
                 "name": "linkroute/vault",
@@ -926,7 +932,7 @@ async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
         # The edge passes the links up: entries only, its pods unchanged.
         leaf = pod_configs(cluster, "leaf")["leaf-0"]
         assert [r["connection"] for r in leaf["linkRoutes"]] == ["linkroute/vault"] * 2
-        assert "sslProfiles" not in leaf
+        assert leaf["sslProfiles"] == [internal_tls.ssl_profile("leaf-0")]  # to dial its uplinks
         assert get(cluster, "apps/v1/statefulsets", "leaf")["spec"]["template"] == leaf_before
 
         # Deleted: the mounts go with it (another roll), the configs lose it.
@@ -935,11 +941,13 @@ async def test_a_link_route_with_secrets_is_mounted_on_the_interiors_never_read(
         def unmounted() -> None:
             template = get(cluster, "apps/v1/statefulsets", "hub")["spec"]["template"]
             assert template == hub_before
-            assert "sslProfiles" not in pod_configs(cluster, "hub")["hub-0"]
+            profiles = pod_configs(cluster, "hub")["hub-0"]["sslProfiles"]
+            assert profiles == [internal_tls.ssl_profile("hub-0")]
 
         await eventually(unmounted)
-    # The operator mounts the Secrets; it never reads them (it has no RBAC for Secrets).
-    assert not requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT", "DELETE")
+    # The operator mounts the user's Secrets; it never reads them, only its own.
+    asked = {r.name for r in requests_to(cluster, "v1/secrets", "GET", "POST", "PATCH", "PUT")}
+    assert asked - {None} <= {"routernet-ca-default", "hub-internal-tls", "leaf-internal-tls"}
 
 
 # --- invalid input -------------------------------------------------------------------------------
@@ -1080,6 +1088,8 @@ def test_children_are_applied_in_order_rbac_before_the_statefulset() -> None:
     api = FakeApi()
     reconcile_namespace(Snapshot(NS, routers=(body("Router", "hub", {}),)), api, OperatorConfig())
     assert api.applied == [
+        "Secret/routernet-ca-default",  # the certificates first: a new pod needs its own
+        "Secret/hub-internal-tls",
         "ServiceAccount/hub",
         "ConfigMap/hub-config",
         "Role/hub-config-reader",
@@ -1255,6 +1265,7 @@ async def test_reconciles_are_coalesced_and_failures_retried() -> None:
         assert result is not None and result.unchanged_objects == children
         assert len(api.applied) == count
         result = await reconciler.reconcile(NS, "resync", reapply=True)
-        assert result is not None and result.applied_objects == children
+        # and the CA and certificate Secrets, looked at again (this fake API keeps nothing)
+        assert result is not None and result.applied_objects == children + 2
     finally:
         reconciler.close()

@@ -6,6 +6,9 @@ python-qpid-proton are there), for what `routernet send`, `receive` and `request
                                               a consumer whose connection's container-id is
                                               CONTAINER: (CONTAINER)/NODE reaches it
     peer.py query URL TYPE ATTRIBUTE...       a management QUERY, as qdstat sends it
+    peer.py intrude HOST PORT                 tries the routers' own port as a stranger: plain
+                                              AMQP, then TLS without a client certificate;
+                                              what became of each
     peer.py vhost URL VHOST ADDRESS...        connects naming VHOST in its Open and attaches
                                               a sender to each ADDRESS: what the router's
                                               policy said to each ("ok" or its condition)
@@ -124,6 +127,28 @@ def query(url: str, entity_type: str, attributes: list[str]) -> int:
     return 0
 
 
+def intrude(host: str, port: str) -> int:
+    from proton import SSLDomain
+    from proton.utils import ConnectionException
+
+    said = {}
+    for how, url, domain in (
+        ("plain", f"amqp://{host}:{port}", None),
+        ("tls-without-certificate", f"amqps://{host}:{port}", SSLDomain(SSLDomain.MODE_CLIENT)),
+    ):
+        if domain is not None:
+            domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+        try:
+            connection = BlockingConnection(url, timeout=30, ssl_domain=domain)
+            connection.create_receiver("qd.router", name="intruder")
+            said[how] = "admitted"
+            connection.close()
+        except ConnectionException as err:
+            said[how] = f"refused: {str(err)[:200]}"
+    print(json.dumps(said))
+    return 0
+
+
 def vhost(url: str, name: str, addresses: list[str]) -> int:
     from proton.utils import ConnectionClosed, LinkDetached
 
@@ -160,6 +185,9 @@ def main(argv: list[str]) -> int:
     if command == "query":
         url, entity_type, *attributes = args
         return query(url, entity_type, attributes)
+    if command == "intrude":
+        host, port = args
+        return intrude(host, port)
     if command == "vhost":
         url, name, *addresses = args
         return vhost(url, name, addresses)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import hashlib
 import json
 import logging
@@ -44,6 +45,7 @@ from prometheus_client.core import CounterMetricFamily, Metric, SummaryMetricFam
 from router.config.models import Address as RouterAddress
 from router_operator.kubernetes.api import Api, ApiError
 from router_operator.kubernetes.environment import OperatorConfig
+from router_operator.kubernetes.internal_tls import apply_internal_tls
 from router_operator.kubernetes.rollout import stuck_pods
 from router_operator.planning import adapter
 from router_operator.planning.adapter import Application, Parsed, RouterOutcome
@@ -233,9 +235,17 @@ def reconcile_namespace(
         link_route_decls,
         [adapter.gateway_decl(g) for g in gateways if g.model is not None],
         cluster_domain=config.cluster_domain,
+        internal_tls=True,
     )
 
     result = Result()
+    # Before the StatefulSets: a pod a scale-out adds must find its certificate.
+    now = datetime.datetime.now(datetime.UTC)
+    for network in sorted(plan.networks.values(), key=lambda n: n.name):
+        tls = apply_internal_tls(network, ns, api, memory.applied if memory else {}, now)
+        result.applied_objects += tls.applied
+        result.failures += tls.failures
+        result.transient |= tls.transient
     statefulsets = dict(snapshot.statefulsets)
     for router in routers:
         router_plan = plan.router(router.name)

@@ -214,6 +214,7 @@ def router_decl(parsed: Parsed, default_image: str) -> RouterDecl:
         else StoreDecl(spec.store.size, spec.store.storageClassName),
         management_writers=tuple(spec.managementWriters),
         policy=spec.policy.config_sections() if spec.policy is not None else None,
+        inter_router_tls=spec.interRouterTLS == "enabled",
     )
 
 

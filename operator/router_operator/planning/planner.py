@@ -86,6 +86,7 @@ from router.config.models import (
 )
 from router.config.models import LinkRoute as RouterLinkRoute
 from router.telemetry.config import METRICS_PORT
+from router_operator.planning import internal_tls
 from router_operator.resources.gateway import GatewayDecl, GatewayPlan, plan_gateway
 from router_operator.resources.mounts import CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE, SecretMount
 from router_operator.resources.nodes import STORE_PATH, NodeDecl, StoreDecl
@@ -185,6 +186,9 @@ class RouterDecl:
     """Users its routers let write through $management (router.managementWriters)."""
     policy: Mapping[str, Any] | None = None
     """Its routers' ``policy`` and ``vhosts`` (RouterPolicy.config_sections), if it has one."""
+    inter_router_tls: bool = True
+    """Its inter-router and edge listeners take mutual TLS only, where the plan has it
+    (planning/internal_tls.py)."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +278,9 @@ class RouterPlan:
     """The LinkRoutes folded into this Router's configs (those of its network)."""
     gateway: GatewayPlan | None = None
     """Its network's Gateway, as applied (None when it has none or it cannot be)."""
+    internal_tls: bool = False
+    """Its pods have certificates for mutual TLS with the network's routers (the Secret
+    internal_tls.secret_name, mounted whole)."""
 
     @property
     def ok(self) -> bool:
@@ -548,9 +555,12 @@ def plan_namespace(
     *,
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     edge_failovers: int = DEFAULT_EDGE_FAILOVERS,
+    internal_tls: bool = False,
 ) -> NamespacePlan:
     """Plans every network of a namespace. Deterministic: the order of the inputs is irrelevant,
-    so the same declarations always give byte-identical configs (no spurious updates)."""
+    so the same declarations always give byte-identical configs (no spurious updates).
+    ``internal_tls``: mutual TLS between routers whose Routers keep interRouterTLS (on
+    Kubernetes, planning/internal_tls.py)."""
     if edge_failovers < 0:
         raise ValueError(f"edge_failovers must be >= 0, not {edge_failovers}")
     routers = sorted(routers, key=lambda r: r.name)
@@ -577,6 +587,7 @@ def plan_namespace(
             cluster_domain,
             edge_failovers,
             problems,
+            internal_tls,
         )
     return NamespacePlan(namespace, networks, tuple(problems), cluster_domain)
 
@@ -602,6 +613,8 @@ class _Pod:
     name: str
     host: str
     connectors: list[dict[str, Any]] = field(default_factory=list)
+    internal_tls: bool = False
+    """It has a certificate of the network's CA (planning/internal_tls.py)."""
 
 
 def _plan_network(
@@ -614,6 +627,7 @@ def _plan_network(
     domain: str,
     edge_failovers: int,
     problems: list[Problem],
+    internal_tls: bool = False,
 ) -> NetworkPlan:
     router_problems: dict[str, list[Problem]] = {r.name: [] for r in routers}
 
@@ -640,9 +654,18 @@ def _plan_network(
             )
         else:
             placed.append(decl)
+    # Certificates for every pod of a network where any Router takes mutual TLS: a connection
+    # follows the Router it dials, so any pod may need one to dial.
+    certified = internal_tls and any(decl.inter_router_tls for decl in placed)
     pods = {
         decl.name: [
-            _Pod(decl, i, pod_name(decl.name, i), pod_host(decl.name, i, namespace, domain))
+            _Pod(
+                decl,
+                i,
+                pod_name(decl.name, i),
+                pod_host(decl.name, i, namespace, domain),
+                internal_tls=certified,
+            )
             for i in range(max(decl.replicas, 0))
         ]
         for decl in placed
@@ -725,6 +748,7 @@ def _plan_network(
                 domain,
                 tuple(planned_routes),
                 gateway,
+                internal_tls=certified,
             )
         )
     return NetworkPlan(
@@ -763,6 +787,8 @@ def _connector(peer: _Pod, port: int, role: str, dialer: RouterDecl) -> dict[str
     entry["role"] = role
     if dialer.link_capacity is not None:
         entry["linkCapacity"] = dialer.link_capacity
+    if peer.internal_tls and peer.router.inter_router_tls:
+        entry.update(internal_tls.connector_settings())
     return entry
 
 
@@ -808,7 +834,9 @@ def _check_listeners(decl: RouterDecl, report: Report) -> None:
             )
 
 
-def _listener_entries(decl: RouterDecl) -> list[dict[str, Any]]:
+def _listener_entries(decl: RouterDecl, tls: bool = False) -> list[dict[str, Any]]:
+    """The Router's own listeners, and an interior's inter-router and edge ones (``tls``:
+    mutual TLS only)."""
     entries: list[dict[str, Any]] = []
     for lsn in effective_listeners(decl):
         entry: dict[str, Any] = {"host": lsn.host, "port": lsn.port, "role": lsn.role}
@@ -831,6 +859,8 @@ def _listener_entries(decl: RouterDecl) -> list[dict[str, Any]]:
             entry = {"host": "0.0.0.0", "port": port, "role": role}
             if decl.link_capacity is not None:
                 entry["linkCapacity"] = decl.link_capacity
+            if tls:
+                entry.update(internal_tls.listener_settings())
             entries.append(entry)
     return entries
 
@@ -867,8 +897,10 @@ def _build_config(
         "router": router,
         "sslProfiles": _ssl_profiles(pod.router)
         + _route_ssl_profiles(pod.router, routes)
-        + _gateway_entries(gateway, "sslProfiles", pod),
-        "listeners": _listener_entries(pod.router) + _gateway_entries(gateway, "listeners", pod),
+        + _gateway_entries(gateway, "sslProfiles", pod)
+        + ([internal_tls.ssl_profile(pod.name)] if pod.internal_tls else []),
+        "listeners": _listener_entries(pod.router, pod.internal_tls and pod.router.inter_router_tls)
+        + _gateway_entries(gateway, "listeners", pod),
         "connectors": pod.connectors
         + _route_connectors(pod.router, routes)
         + _gateway_entries(gateway, "connectors", pod),

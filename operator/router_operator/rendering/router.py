@@ -104,6 +104,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from router_operator.planning import internal_tls
 from router_operator.planning.names import NETWORK_LABEL, ROLE_LABEL, selector_labels
 from router_operator.planning.planner import (
     EDGE_PORT,
@@ -534,6 +535,16 @@ def render_stateful_set(plan: RouterPlan) -> dict[str, Any]:
                     "items": [{"key": key, "path": key} for key in mount.keys],
                     "optional": False,
                 },
+            }
+        )
+    if plan.internal_tls:  # whole: a pod a scale-out adds finds its pair there
+        container["volumeMounts"].append(
+            {"name": internal_tls.VOLUME, "mountPath": internal_tls.DIR, "readOnly": True}
+        )
+        template["spec"]["volumes"].append(
+            {
+                "name": internal_tls.VOLUME,
+                "secret": {"secretName": internal_tls.secret_name(decl.name), "optional": False},
             }
         )
     if decl.store is not None:

@@ -399,6 +399,16 @@ class RouterSpec(StrictSpec):
             " anyone else gets 403. Empty (the default): nobody. Applied live."
         ),
     )
+    interRouterTLS: Literal["enabled", "disabled"] = Field(
+        default="enabled",
+        description=(
+            "enabled: its inter-router and edge listeners take mutual TLS only, from routers"
+            " with a certificate of the network's CA (the operator issues a CA per network and"
+            " a certificate per router pod, in Secrets it owns, and renews them before they"
+            " expire without dropping a connection); disabled: they listen in the clear, for"
+            " any peer that reaches them. Connections to this Router follow it."
+        ),
+    )
     policy: RouterPolicy | None = Field(
         default=None,
         description=(
