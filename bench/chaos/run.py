@@ -10,6 +10,8 @@ Invariants, each a failure of the run when broken:
   least one of its subscribers), at the end once the senders have stopped and their last
   messages had ``settle`` seconds to arrive;
 - every router not being faulted answers management within 2 s, checked every few seconds;
+- no sender goes without credit for STARVED_S while it has messages to send, seen once no
+  fault is under way and the last ended GRACE_S ago (its consumers exist throughout);
 - no traceback in any router's log;
 - memory and open files of every router: reported, first sample against last.
 
@@ -47,6 +49,8 @@ RATE = 20.0
 PROBE_EVERY_S = 3.0
 MGMT_TIMEOUT_S = 2.0
 GRACE_S = 10.0
+STARVED_S = 30.0
+"""How long a sender may go without credit, with messages to send and no fault under way."""
 """After a router is started again, how long before it must answer management."""
 TERM_WAIT_S = 25.0
 
@@ -178,6 +182,10 @@ class Watch(threading.Thread):
         self.samples: dict[str, list[tuple[int, int]]] = {p: [] for p in pods}
         self.stopping = threading.Event()
         self.start_time = time.monotonic()
+        self.traffic: Traffic | None = None
+        """Its senders are checked for starving once no fault has been under way for a while."""
+        self.starved: dict[str, str] = {}
+        """The first time each sender was seen starving."""
 
     def fault(self, pod: str) -> None:
         with self.lock:
@@ -187,8 +195,17 @@ class Watch(threading.Thread):
         with self.lock:
             self.faulted[pod] = time.monotonic()
 
+    def calm_since(self) -> float:
+        """Since when no router has been under a fault (inf while one is)."""
+        with self.lock:
+            return max(self.faulted.values(), default=self.start_time)
+
     def run(self) -> None:
         while not self.stopping.wait(PROBE_EVERY_S):
+            now = time.monotonic()
+            if self.traffic is not None and now - self.calm_since() > GRACE_S:
+                for sender, line in self.traffic.starved(now, STARVED_S):
+                    self.starved.setdefault(sender, f"{now - self.start_time:.0f}s: {line}")
             for pod in self.pods:
                 with self.lock:
                     since = self.faulted.get(pod)
@@ -303,6 +320,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         ledger = Ledger(tuple(f.kind for f in FLOWS))
         traffic = Traffic(FLOWS, urls, ledger, RATE)
         watch = Watch(net, pods)
+        watch.traffic = traffic
         recoveries: list[float] = []
         done: list[str] = []
         traffic.start()
@@ -348,6 +366,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         if n["lost"]
     ]
     violations += watch.unanswered
+    violations += watch.starved.values()
     violations += [f"{pod}: a traceback in its log" for pod in tracebacks]
     if stuck:
         violations.append(

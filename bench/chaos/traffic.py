@@ -10,6 +10,7 @@ one source of duplicates the soak accepts). A consumer accepts what it gets and 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,9 @@ class _Sender:
         self.unsettled: dict[bytes, str] = {}
         self.link: Any = None
         self.sending = True
+        self.waiting_since: float | None = None
+        """Since when it has had messages to send and no credit (monotonic), None while it
+        has credit or nothing to send."""
 
 
 class Traffic(MessagingHandler):
@@ -79,6 +83,19 @@ class Traffic(MessagingHandler):
     def outstanding(self) -> int:
         """Messages not yet accepted: still to send, or sent and unsettled."""
         return sum(len(s.pending) + len(s.unsettled) for s in self.senders)
+
+    def starved(self, now: float, longer_than: float) -> list[tuple[str, str]]:
+        """(sender, what it is waiting with) of the senders that have had messages to send and
+        no credit for ``longer_than``."""
+        found = []
+        for s in self.senders:
+            if s.waiting_since is not None and now - s.waiting_since > longer_than:
+                name = f"{s.spec.kind} sender on {s.spec.sender}"
+                waited = now - s.waiting_since
+                found.append(
+                    (name, f"{name}: no credit for {waited:.0f} s, {len(s.pending)} to send")
+                )
+        return found
 
     def stuck(self) -> list[str]:
         """The senders with messages not accepted yet, and where they stand."""
@@ -163,6 +180,10 @@ class Traffic(MessagingHandler):
             delivery = link.send(Message(id=mid, durable=s.spec.durable, body=mid))
             s.unsettled[delivery.tag] = mid
             self.ledger.sent(s.spec.kind, resend)
+        if not s.pending:
+            s.waiting_since = None
+        elif s.waiting_since is None:
+            s.waiting_since = time.monotonic()
 
     def on_sendable(self, event: Any) -> None:
         s = self._sender_of(event.link)
