@@ -174,6 +174,25 @@ def test_what_each_image_copies_is_in_the_build_context(image: str) -> None:
         assert needed in copied
 
 
+def test_every_package_of_the_source_is_in_the_distribution() -> None:
+    """The router image once crash-looped on `No module named 'router.policy'`: a package
+    added to the source but not to pyproject.toml's list, which the images install from (a
+    source checkout's tests import it from the tree and never notice)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    roots = {
+        top: ROOT / setuptools["package-dir"].get(top, top) for top in listed if "." not in top
+    }
+    found = set()
+    for top, directory in roots.items():
+        for init in directory.rglob("__init__.py"):
+            relative = init.parent.relative_to(directory).parts
+            if "static" in relative or "__pycache__" in relative:
+                continue
+            found.add(".".join((top, *relative)))
+    assert sorted(found - listed) == []
+
+
 # What a pod of each image runs, with only that image's optional group installed
 # (pyproject.toml): imports of the other groups' packages fail as if they were absent.
 OPTIONAL = {
