@@ -24,7 +24,11 @@ POLICY: dict[str, Any] = {
         }
     ],
 }
-REFUSED = "amqp:resource-limit-exceeded: connection disallowed by local policy"
+REFUSED = "Condition('amqp:resource-limit-exceeded', 'connection disallowed by local policy')"
+
+
+def refused(said: dict[str, Any]) -> bool:
+    return said["connection"].startswith("refused") and REFUSED in said["connection"]
 
 
 def guarded(policy: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +58,7 @@ def test_a_routers_policy_admits_its_tenants_to_their_addresses_only(
     uid = pod_uid(network)
     try:
         nobody = probe(network, image, clients, "vhost-none", "nobody.example")
-        assert nobody == {"connection": REFUSED}, nobody
+        assert refused(nobody), nobody
         tenant = probe(network, image, clients, "vhost-a", "tenant-a", "tenant-a.orders", "b.x")
         assert tenant["links"] == {
             "tenant-a.orders": "ok",
@@ -65,7 +69,7 @@ def test_a_routers_policy_admits_its_tenants_to_their_addresses_only(
         kube.apply(network, guarded(closed))
 
         def refused_now() -> bool:
-            return probe(network, image, clients, "vhost-a2", "tenant-a") == {"connection": REFUSED}
+            return refused(probe(network, image, clients, "vhost-a2", "tenant-a"))
 
         kube.wait_for("the vhost's new limit applied", refused_now, 180, every=5)
         assert pod_uid(network) == uid  # applied live: the same pod

@@ -20,14 +20,16 @@ def test_the_routers_know_each_other_by_certificate_and_strangers_are_refused(
     image = images["router"]
     pod = kube.peer(
         network, "tls-query", image, clients, "query", CORE, "org.apache.qpid.dispatch.connection",
-        "role", "isEncrypted", "sasl", "user", "container",
+        "role", "dir", "isEncrypted", "sasl", "user", "container",
     )  # fmt: skip
     rows = json.loads(kube.finish(network, pod, kube.CLIENT_ATTACH_SECONDS).splitlines()[-1])
     routers = [r for r in rows if r["role"] in ("inter-router", "edge")]
     assert routers, rows
     for row in routers:
         assert row["isEncrypted"] is True and row["sasl"] == "EXTERNAL", row
-        assert f"CN={row['container']}" in row["user"], row  # the peer pod's own certificate
+        if row["dir"] == "in":  # the peer that dialled is known by its own pod's certificate
+            assert f"CN={row['container']}" in row["user"], row
+    assert any(row["dir"] == "in" for row in routers), routers
     host = f"core-0.core-peers.{network}.svc.cluster.local"
     pod = kube.peer(network, "intruder", image, clients, "intrude", host, INTER_ROUTER)
     said = json.loads(kube.finish(network, pod, kube.CLIENT_ATTACH_SECONDS).splitlines()[-1])
