@@ -128,8 +128,7 @@ def query(url: str, entity_type: str, attributes: list[str]) -> int:
 
 
 def intrude(host: str, port: str) -> int:
-    from proton import SSLDomain
-    from proton.utils import ConnectionException
+    from proton import ProtonException, SSLDomain
 
     said = {}
     for how, url, domain in (
@@ -143,8 +142,8 @@ def intrude(host: str, port: str) -> int:
             connection.create_receiver("qd.router", name="intruder")
             said[how] = "admitted"
             connection.close()
-        except ConnectionException as err:
-            said[how] = f"refused: {str(err)[:200]}"
+        except ProtonException as err:  # a connection, link or TLS failure
+            said[how] = f"refused: {type(err).__name__}: {str(err)[:200]}"
     print(json.dumps(said))
     return 0
 
