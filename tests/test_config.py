@@ -48,6 +48,7 @@ def test_listener_defaults() -> None:
         "stripAnnotations": "both",
         "sslProfile": None,
         "requireSsl": False,
+        "policyVhost": None,
     }
 
 
@@ -560,6 +561,8 @@ def test_schema_describes_the_file() -> None:
         "telemetry",
         "gateway",
         "store",
+        "policy",
+        "vhosts",
     }
     assert schema["additionalProperties"] is False
     listener = schema["$defs"]["Listener"]

@@ -376,6 +376,7 @@ def test_get_types() -> None:
         CONTAINER,
         HOSTED_NODE,
         "org.apache.qpid.dispatch.router.connection.linkRoute",
+        "org.apache.qpid.dispatch.vhostStats",  # the policy's counts per vhost
     }
 
 

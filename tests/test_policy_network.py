@@ -355,7 +355,7 @@ def test_sockets_over_max_connections_are_closed_before_any_amqp(
         world.run_until(
             lambda: admitted_or_none(world, router) is not None,
             what="room again once one closed",
-            timeout=10,
+            timeout=60,
         )
         first.close()
 
@@ -419,6 +419,6 @@ def test_management_and_metrics_count_what_the_policy_did(tmp_path: Path, world:
         # Live: acme takes no more connections; those it has stay.
         router.config["vhosts"] = [{**VHOSTS[0], "maxConnections": 0}, *VHOSTS[1:]]
         router.rewrite_config()
-        router.wait_log("config.applied.*vhost ~acme")
+        router.wait_log("config.applied.*vhost ~acme", timeout=60)
         assert refusal(world, router, None, "acme") == CONNECTION_DENIED
         assert not closed(alice) and not closed(bob)
