@@ -36,7 +36,7 @@ MESSAGE_SIZE_DESCRIPTION = "Message size exceeded"
 FORCED = "amqp:connection:forced"
 TARGET_DENIED = "policy violation on target"
 USER_ID_DENIED = "user_id proxy violation"
-DEFAULT_GROUP = "$default"
+DEFAULT_GROUP = "$default"  # as router/config/policy.py, which pulls in pydantic: not here
 WAYPOINT = "qd.waypoint"
 FALLBACK = "qd.fallback"
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from router.addressing import TokenTree, rule_tokens
 
-USER = "${user}"
+USER = "${user}"  # as router/config/policy.py, which pulls in pydantic: not here
 _SEPARATORS = "./"
 
 
