@@ -227,6 +227,10 @@ def _declare(broker: Any, name: str, queue_type: str) -> None:
             time.sleep(0.2)
 
 
+def rabbitmq_installed() -> bool:
+    return _broker_class() is not None
+
+
 @contextmanager
 def rabbitmq(log_dir: Path) -> Iterator[Any]:
     """A private RabbitMQ node (tests/broker.py) with its management API; its log is copied

@@ -15,6 +15,7 @@ import pytest
 REPO_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_DIR))  # bench/ is the repository's, not installed
 
+from bench.chaos.cut import Connection, parse  # noqa: E402
 from bench.chaos.ledger import Ledger  # noqa: E402
 from bench.chaos.schedule import (  # noqa: E402
     DOWN_SECONDS,
@@ -33,15 +34,33 @@ def test_a_seed_gives_the_same_schedule_and_faults_one_router_at_a_time() -> Non
     assert events != plan(8, 600, ROUTERS)
     assert {e.kind for e in events} == set(KINDS)
     assert {e.router for e in events if e.kind in ROUTER_KINDS} == set(ROUTERS)
+    assert {e.router for e in events if e.kind == "cut"} <= set(ROUTERS)
     for before, after in itertools.pairwise(events):
         assert after.at >= before.at + before.seconds + 4.0 - 0.1  # back, plus a gap
     for e in events:
         if e.kind == "address":
             assert (e.router, e.seconds) == ("address", 0.0)
             continue
+        if e.kind == "cut":
+            assert e.seconds == 0.0
+            continue
         low, high = STOP_SECONDS if e.kind == "stop" else DOWN_SECONDS
         assert low <= e.seconds <= high
         assert e.at >= 10.0 and e.at + e.seconds <= 590.0
+
+
+def test_a_machine_that_cannot_cut_connections_gets_a_schedule_without_cuts() -> None:
+    kinds = tuple(k for k in KINDS if k != "cut")
+    events = plan(7, 600, ROUTERS, kinds=kinds)
+    assert {e.kind for e in events} == set(kinds)
+
+
+def test_the_sockets_of_a_router_are_read_from_ss() -> None:
+    listed = (
+        '0 0 127.0.0.3:45678 127.0.0.2:5673 users:(("python3",pid=1234,fd=12))\n'
+        "0 0 127.0.0.1:5672 127.0.0.1:40000\n"  # no process: not ours to see
+    )
+    assert parse(listed) == [(Connection(("127.0.0.3", 45678), ("127.0.0.2", 5673)), 1234)]
 
 
 def test_the_ledger_counts_losses_and_duplicates() -> None:
@@ -65,6 +84,18 @@ def test_the_ledger_counts_losses_and_duplicates() -> None:
             "lost": 1,
         }
     }
+
+
+def test_every_durable_subscription_must_get_every_message() -> None:
+    ledger = Ledger(("topic",), {"topic": ("sub-a", "sub-b")})
+    for mid in ("t-0", "t-1"):
+        ledger.sent("topic")
+        ledger.accepted("topic", mid)
+        ledger.received("topic", mid, "sub-a")
+    ledger.received("topic", "t-0", "sub-b")
+    assert ledger.lost("topic") == ["sub-b:t-1"]
+    assert ledger.summary()["topic"]["delivered"] == 2
+    assert ledger.summary()["topic"]["lost"] == 1
 
 
 @pytest.mark.network

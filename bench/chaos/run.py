@@ -1,13 +1,18 @@
 """The chaos soak: the example network (examples/: three interiors in a mesh hosting durable
-queues, two edges) run by ``routernet up``, traffic of every kind through it, and a seeded
+queues, two edges; plus a topic, TOPIC) run by ``routernet up``, traffic of every kind through
+it (anycast, a durable queue, multicast, a topic's durable subscriptions, request/response
+from one edge to the other, a queue of RabbitMQ's through a link route where RabbitMQ is
+installed), and a seeded
 schedule of faults (schedule.py) carried out while it flows: kill -9 of a router, SIGTERM (a
-drain), SIGSTOP for 5-15 s, kill -9 of the collector, an Address changed live; a router or
+drain), SIGSTOP for 5-15 s, a connection between two routers cut (cut.py), kill -9 of the
+collector, an Address changed live; a router or
 collector killed or stopped by SIGTERM is started again by ``routernet up``, as a StatefulSet
 would. Then the promises are checked (ledger.py and below).
 
 Invariants, each a failure of the run when broken:
 - every message a sender saw accepted reached a consumer (anycast and queue; multicast: at
-  least one of its subscribers), at the end once the senders have stopped and their last
+  least one of its subscribers; the topic: every durable subscription; request/response: its
+  reply reached the requester), at the end once the senders have stopped and their last
   messages had ``settle`` seconds to arrive;
 - every router not being faulted answers management within 2 s, checked every few seconds;
 - no sender goes without credit for STARVED_S while it has messages to send, seen once no
@@ -32,10 +37,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.chaos import cut
 from bench.chaos.ledger import Ledger
 from bench.chaos.schedule import KINDS, Event, plan
 from bench.chaos.traffic import FlowSpec, Traffic
 from bench.clients import BenchError
+from bench.nodes import rabbitmq, rabbitmq_installed
 from bench.one_router import REPO_DIR
 
 EXAMPLES = REPO_DIR / "examples"
@@ -43,7 +50,38 @@ FLOWS = [
     FlowSpec("anycast", "orders.chaos", "edge-0", ("core-2", "edge-1")),
     FlowSpec("queue", "jobs.chaos", "edge-1", ("core-1",), durable=True),
     FlowSpec("multicast", "sensors.chaos.temperature", "core-0", ("edge-0", "core-2")),
+    FlowSpec(
+        "topic", "events.chaos", "edge-0", ("edge-1", "core-0"), durable=True, subscription=True
+    ),
+    FlowSpec("request", "requests.chaos", "edge-0", ("edge-1",), replies=True),
 ]
+TOPIC = """\
+# The chaos soak's own, beside the example's resources: a topic the network keeps.
+apiVersion: routernet.io/v1alpha1
+kind: Address
+metadata:
+  name: chaos-events
+spec:
+  prefix: events
+  node:
+    type: topic
+    router: core
+"""
+BROKER_FLOW = FlowSpec("broker", "rabbit.chaos", "edge-0", ("core-1",), durable=True)
+LINK_ROUTE = """\
+---
+# Links to rabbit.* go to a RabbitMQ the interior routers dial; it holds the messages.
+apiVersion: routernet.io/v1alpha1
+kind: LinkRoute
+metadata:
+  name: chaos-rabbit
+spec:
+  prefix: rabbit
+  direction: both
+  connection:
+    host: 127.0.0.1
+    port: {port}
+"""
 RATE = 20.0
 """Messages per second per flow."""
 PROBE_EVERY_S = 3.0
@@ -74,7 +112,7 @@ class Network:
     """The example network under ``state_dir``, from a copy of examples/ beside it (which the
     soak changes): its pods, their pids, their management."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, broker_port: int | None) -> None:
         from router_operator.local import backend
         from router_operator.local import collector as local_collector
 
@@ -86,6 +124,8 @@ class Network:
             self.resources.mkdir(parents=True)
             for path in EXAMPLES.glob("*.yaml"):
                 shutil.copy(path, self.resources / path.name)
+            link_route = LINK_ROUTE.format(port=broker_port) if broker_port else ""
+            (self.resources / "chaos.yaml").write_text(TOPIC + link_route)
 
     def up(self) -> None:
         _routernet(self.state_dir, "up", str(self.resources))
@@ -124,6 +164,15 @@ class Network:
 
     def log(self, pod: str) -> Path:
         return self.backend.log_path(self.state_dir, pod)
+
+    def router_endpoints(self) -> set[tuple[str, int]]:
+        """Where the routers listen for each other (inter-router and edge)."""
+        found = set()
+        for record in self.pods().values():
+            for endpoint in record["interRouterEndpoints"] + record["edgeEndpoints"]:
+                host, _, port = endpoint.rpartition(":")
+                found.add((host, int(port)))
+        return found
 
 
 def answers_management(url: str) -> bool:
@@ -230,7 +279,39 @@ class Watch(threading.Thread):
                     self.samples[pod].append(sample)
 
 
-def _carry_out(event: Event, net: Network, watch: Watch, recoveries: list[float]) -> None:
+REDIAL_WAIT_S = 60.0
+
+
+def _cut(event: Event, net: Network, watch: Watch, reconnects: list[float]) -> None:
+    """One of the router's connections to another router cut; back when its dialler has
+    connected again."""
+    pid = net.pid(event.router)
+    if pid is None:
+        raise BenchError(f"{event.describe()}: {event.router} is not running")
+    chosen = cut.pick(cut.sockets(), pid, net.router_endpoints(), int(event.at * 10))
+    if chosen is None:
+        raise BenchError(f"{event.describe()}: {event.router} has no connection to a router")
+    watch.fault(event.router)
+    started = time.monotonic()
+    if not cut.cut(chosen.conn):
+        raise BenchError(f"{event.describe()}: ss -K did not cut {chosen.conn.describe()}")
+    while not chosen.redialled(cut.sockets()):
+        if time.monotonic() - started > REDIAL_WAIT_S:
+            raise BenchError(
+                f"{event.describe()}: {chosen.conn.describe()} not dialled again"
+                f" within {REDIAL_WAIT_S:.0f} s"
+            )
+        time.sleep(0.1)
+    reconnects.append(time.monotonic() - started)
+    watch.back(event.router)
+
+
+def _carry_out(
+    event: Event, net: Network, watch: Watch, recoveries: list[float], reconnects: list[float]
+) -> None:
+    if event.kind == "cut":
+        _cut(event, net, watch, reconnects)
+        return
     if event.kind == "address":
         net.change_address()
         return
@@ -304,24 +385,57 @@ def run(chosen: list[str], seconds: float, seed: int, log_dir: Path) -> dict[str
 
 
 def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dict[str, Any]:
-    """One soak of ``duration`` seconds of faults; ``settle`` more for the last messages."""
+    """One soak of ``duration`` seconds of faults; ``settle`` more for the last messages. The
+    link-routed flow where RabbitMQ is installed; where not, the results say it was left out."""
+    can_cut = cut.can_cut()
+    left_out = (
+        {}
+        if can_cut
+        else {"cut": "ss -K cannot abort a socket here (root, CONFIG_INET_DIAG_DESTROY)"}
+    )
+    if not rabbitmq_installed():
+        outcome = _soak(duration, seed, log_dir, settle, FLOWS, None, can_cut)
+        left_out[BROKER_FLOW.kind] = "RabbitMQ is not installed"
+    else:
+        with rabbitmq(log_dir) as broker:
+            flows = [*FLOWS, BROKER_FLOW]
+            outcome = _soak(duration, seed, log_dir, settle, flows, broker.port, can_cut)
+    if left_out:
+        outcome["leftOut"] = left_out
+    return outcome
+
+
+def _soak(
+    duration: float,
+    seed: int,
+    log_dir: Path,
+    settle: float,
+    flows: list[FlowSpec],
+    broker_port: int | None,
+    can_cut: bool,
+) -> dict[str, Any]:
     state_dir = log_dir / "state"
     if state_dir.exists():  # a run before this one's: its network stopped, its files gone
         with contextlib.suppress(BenchError):
             _routernet(state_dir, "down")
         shutil.rmtree(state_dir)
     shutil.rmtree(log_dir / "examples", ignore_errors=True)  # as changed by that run
-    net = Network(state_dir)
+    net = Network(state_dir, broker_port)
     net.up()
     try:
         pods = sorted(net.pods())
         urls = {pod: net.url(pod) for pod in pods}
-        events = plan(seed, duration, pods)
-        ledger = Ledger(tuple(f.kind for f in FLOWS))
-        traffic = Traffic(FLOWS, urls, ledger, RATE)
+        kinds = KINDS if can_cut else tuple(k for k in KINDS if k != "cut")
+        events = plan(seed, duration, pods, kinds=kinds)
+        subscribers = {
+            f.kind: tuple(f.consumer(r) for r in f.consumers) for f in flows if f.subscription
+        }
+        ledger = Ledger(tuple(f.kind for f in flows), subscribers)
+        traffic = Traffic(flows, urls, ledger, RATE)
         watch = Watch(net, pods)
         watch.traffic = traffic
         recoveries: list[float] = []
+        reconnects: list[float] = []
         done: list[str] = []
         traffic.start()
         watch.start()
@@ -329,7 +443,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         try:
             for event in events:
                 time.sleep(max(0.0, started + event.at - time.monotonic()))
-                _carry_out(event, net, watch, recoveries)
+                _carry_out(event, net, watch, recoveries, reconnects)
                 done.append(event.describe())
             time.sleep(max(0.0, started + duration - time.monotonic()))
             traffic.stop_sending()
@@ -347,7 +461,7 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         ]
     finally:
         net.down()
-    flows = ledger.summary()
+    counts = ledger.summary()
     by_kind = {kind: sum(1 for e in events if e.kind == kind) for kind in KINDS}
     trend = {
         pod: {
@@ -361,8 +475,10 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         if s
     }
     violations = [
-        f"{kind}: {n['lost']} accepted and never delivered"
-        for kind, n in flows.items()
+        f"{kind}: {n['lost']} accepted and never delivered ("
+        + ", ".join(ledger.lost(kind)[:5])
+        + ")"
+        for kind, n in counts.items()
         if n["lost"]
     ]
     violations += watch.unanswered
@@ -378,11 +494,16 @@ def soak(duration: float, seed: int, log_dir: Path, settle: float = 30.0) -> dic
         "seconds": duration,
         "events": by_kind,
         "schedule": done,
-        "flows": flows,
+        "flows": counts,
         "recoverySeconds": {
             "p50": _percentile(recoveries, 0.5),
             "p99": _percentile(recoveries, 0.99),
             "count": len(recoveries),
+        },
+        "reconnectSeconds": {
+            "p50": _percentile(reconnects, 0.5),
+            "p99": _percentile(reconnects, 0.99),
+            "count": len(reconnects),
         },
         "routers": trend,
         "outstandingAtEnd": traffic.outstanding(),
@@ -399,11 +520,14 @@ def markdown(suite: dict[str, Any]) -> str:
         return f"Chaos soak (seed {results['seed']}): {results['error']}\n"
     flows = results["flows"]
     recovery = results["recoverySeconds"]
+    reconnect = results["reconnectSeconds"]
     lines = [
         f"Chaos soak: {results['seconds']:.0f} s, seed {results['seed']}; events:"
         + ", ".join(f" {n} {kind}" for kind, n in results["events"].items())
         + "; recovery (restart to management answering) p50"
-        f" {_secs(recovery['p50'])}, p99 {_secs(recovery['p99'])}",
+        f" {_secs(recovery['p50'])}, p99 {_secs(recovery['p99'])}"
+        + "; a cut connection dialled again p50"
+        f" {_secs(reconnect['p50'])}, p99 {_secs(reconnect['p99'])}",
         "",
         "| traffic | sent | resent | accepted | delivered | duplicates | lost |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -423,6 +547,11 @@ def markdown(suite: dict[str, Any]) -> str:
             f"| {pod} | {t['rssFirstMiB']} → {t['rssLastMiB']} ({t['rssMaxMiB']}) |"
             f" {t['fdsFirst']} → {t['fdsLast']} |"
         )
+    for kind, why in results.get("leftOut", {}).items():
+        if kind != "cut":
+            lines.append(f"| {kind} | left out: {why} | | | | | |")
+    if "cut" in results.get("leftOut", {}):
+        lines += ["", f"Connections not cut: {results['leftOut']['cut']}."]
     lines += [
         "",
         "Invariants: " + ("all held" if results["ok"] else "; ".join(results["violations"])),

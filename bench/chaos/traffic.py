@@ -5,6 +5,11 @@ A sender sends at a steady rate, each message's id ``<kind>-<n>``; a message acc
 recorded (ledger.py), one released or modified is sent again, and so is every message still
 unsettled when the connection is lost (the router may have passed it on before it died: the
 one source of duplicates the soak accepts). A consumer accepts what it gets and records it.
+A topic's subscribers are durable (the container's id and the link's name are the same when
+they come back). Requests carry a reply address of the requester's dynamic receiver, which the
+responder answers on an anonymous link; a request without a reply after REPLY_TIMEOUT_S is
+sent again, as an RPC client does (its reply address may have gone with its router). Senders
+start once every consumer is attached, so that every subscription sees every message.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from typing import Any
 
 from proton import Message, Url
 from proton.handlers import MessagingHandler
-from proton.reactor import Backoff, Container
+from proton.reactor import Backoff, Container, DurableSubscription
 
 from bench.chaos.ledger import Ledger
 
 TICK_S = 0.05
 CREDIT = 50
+REPLY_TIMEOUT_S = 15.0
+READY_S = 30.0
+"""How long the senders wait for every consumer to attach before they start anyway."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,16 @@ class FlowSpec:
     sender: str
     """The router (pod name) the sender connects to."""
     consumers: tuple[str, ...]
+    """The routers its consumers (subscribers, responders) connect to."""
     durable: bool = False
+    subscription: bool = False
+    """Its consumers are durable subscriptions, each to get every message."""
+    replies: bool = False
+    """Request/response: the consumers answer each message to its reply address."""
+
+    def consumer(self, router: str) -> str:
+        """The link name of its consumer on ``router``, as the ledger knows it."""
+        return f"chaos-{self.kind}-{router}"
 
 
 class _Sender:
@@ -46,6 +63,11 @@ class _Sender:
         """Ids to send: (id, whether it is a resend)."""
         self.unsettled: dict[bytes, str] = {}
         self.link: Any = None
+        self.replies: Any = None
+        """Its dynamic receiver, for request/response."""
+        self.awaiting: dict[str, float] = {}
+        """Requests accepted, awaiting their reply: when (monotonic)."""
+        self.answered: set[str] = set()
         self.sending = True
         self.waiting_since: float | None = None
         """Since when it has had messages to send and no credit (monotonic), None while it
@@ -63,6 +85,14 @@ class Traffic(MessagingHandler):
         """A consumer's link name: the kind of traffic it takes (proton's event objects are
         not the ones it handed out, so links are known by name and deliveries by tag)."""
         self.receivers: dict[str, Any] = {}
+        self.attach: dict[str, Any] = {}
+        """A link's name: how to attach it again on a connection."""
+        self.requester_of: dict[str, _Sender] = {}
+        """A reply receiver's name: its requester."""
+        self.responders: dict[str, tuple[Any, deque[Message]]] = {}
+        """A responder's router: its anonymous sender and the replies waiting for credit."""
+        self.ready = False
+        self.started_at = time.monotonic()
         self.routers = {Url(url).host: router for router, url in urls.items()}
         """A connection's host (each router has an address of its own): its router (pod)."""
         self.reattaching: set[str] = set()
@@ -81,8 +111,9 @@ class Traffic(MessagingHandler):
             s.sending = False
 
     def outstanding(self) -> int:
-        """Messages not yet accepted: still to send, or sent and unsettled."""
-        return sum(len(s.pending) + len(s.unsettled) for s in self.senders)
+        """Messages not yet accepted (still to send, or sent and unsettled) or requests not
+        answered yet."""
+        return sum(len(s.pending) + len(s.unsettled) + len(s.awaiting) for s in self.senders)
 
     def starved(self, now: float, longer_than: float) -> list[tuple[str, str]]:
         """(sender, what it is waiting with) of the senders that have had messages to send and
@@ -108,6 +139,9 @@ class Traffic(MessagingHandler):
                     f"{s.spec.kind} sender on {s.spec.sender}: {len(s.pending)} to send,"
                     f" {len(s.unsettled)} unsettled, credit {link.credit}, link {state}"
                 )
+            if s.awaiting:
+                name = f"{s.spec.kind} sender on {s.spec.sender}"
+                found.append(f"{name}: {len(s.awaiting)} unanswered")
         return found
 
     def stop(self) -> None:
@@ -125,16 +159,57 @@ class Traffic(MessagingHandler):
         """A connection to ``router`` with every link of ours there. Proton reconnects it when
         the socket goes; a router that closes it (a drain on SIGTERM) gets a new one (below)."""
         senders = [s for s in self.senders if s.spec.sender == router]
-        receivers = [(f, f"chaos-{f.kind}-{router}") for f in self.flows if router in f.consumers]
-        if not senders and not receivers:
+        consumed = [f for f in self.flows if router in f.consumers]
+        if not senders and not consumed:
             return
         container = self.container
         conn = container.connect(self.urls[router], reconnect=Backoff(), heartbeat=2)
         for s in senders:
-            s.link = container.create_sender(conn, s.spec.address, name=f"chaos-{s.spec.kind}")
-        for spec, name in receivers:
-            self.receivers[name] = container.create_receiver(conn, spec.address, name=name)
+            self._attacher(f"chaos-{s.spec.kind}", self._sender_attacher(s))(conn)
+            if s.spec.replies:
+                name = f"chaos-{s.spec.kind}-replies"
+                self.requester_of[name] = s
+                self._attacher(name, self._replies_attacher(s, name))(conn)
+        for spec in consumed:
+            name = spec.consumer(router)
             self.kind_of[name] = spec.kind
+            self._attacher(name, self._receiver_attacher(spec, name))(conn)
+            if spec.replies:
+                self._attacher(f"chaos-responder-{router}", self._responder_attacher(router))(conn)
+
+    def _attacher(self, name: str, attach: Any) -> Any:
+        self.attach[name] = attach
+        return attach
+
+    def _sender_attacher(self, s: _Sender) -> Any:
+        def attach(conn: Any) -> None:
+            s.link = self.container.create_sender(conn, s.spec.address, name=f"chaos-{s.spec.kind}")
+
+        return attach
+
+    def _replies_attacher(self, s: _Sender, name: str) -> Any:
+        def attach(conn: Any) -> None:
+            s.replies = self.container.create_receiver(conn, None, dynamic=True, name=name)
+
+        return attach
+
+    def _receiver_attacher(self, spec: FlowSpec, name: str) -> Any:
+        options = DurableSubscription() if spec.subscription else None
+
+        def attach(conn: Any) -> None:
+            self.receivers[name] = self.container.create_receiver(
+                conn, spec.address, name=name, options=options
+            )
+
+        return attach
+
+    def _responder_attacher(self, router: str) -> Any:
+        def attach(conn: Any) -> None:
+            waiting = self.responders[router][1] if router in self.responders else deque()
+            link = self.container.create_sender(conn, None, name=f"chaos-responder-{router}")
+            self.responders[router] = (link, waiting)
+
+        return attach
 
     def on_connection_error(self, event: Any) -> None:
         self._connect_again(event)
@@ -159,12 +234,24 @@ class Traffic(MessagingHandler):
         if self._stop.is_set():
             event.container.stop()
             return
-        for link in self.receivers.values():
+        receivers = [*self.receivers.values(), *(s.replies for s in self.senders if s.replies)]
+        for link in receivers:
             # Proton re-opens a link after it reconnects, without the credit it had.
             if link.state & link.REMOTE_ACTIVE and link.credit < CREDIT // 2:
                 link.flow(CREDIT - link.credit)
+        for router in self.responders:
+            self._answer(router)
+        if not self.ready:
+            self.ready = all(link.state & link.REMOTE_ACTIVE for link in receivers) or (
+                time.monotonic() - self.started_at > READY_S
+            )
+        now = time.monotonic()
         for s in self.senders:
-            if s.sending:
+            for mid, since in list(s.awaiting.items()):
+                if now - since > REPLY_TIMEOUT_S:
+                    del s.awaiting[mid]
+                    s.pending.appendleft((mid, True))
+            if s.sending and self.ready:
                 s.budget += s.per_tick
                 while s.budget >= 1:
                     s.budget -= 1
@@ -175,9 +262,16 @@ class Traffic(MessagingHandler):
 
     def _send(self, s: _Sender) -> None:
         link = s.link
-        while s.pending and link.credit > 0 and link.state & link.REMOTE_ACTIVE:
+        reply_to = None
+        if s.spec.replies and s.replies.state & s.replies.REMOTE_ACTIVE:
+            reply_to = s.replies.remote_source.address
+        can_send = reply_to is not None or not s.spec.replies  # a request needs its reply address
+        while can_send and s.pending and link.credit > 0 and link.state & link.REMOTE_ACTIVE:
             mid, resend = s.pending.popleft()
-            delivery = link.send(Message(id=mid, durable=s.spec.durable, body=mid))
+            if mid in s.answered:
+                continue  # its reply came while it waited to be asked again
+            message = Message(id=mid, durable=s.spec.durable, body=mid, reply_to=reply_to)
+            delivery = link.send(message)
             s.unsettled[delivery.tag] = mid
             self.ledger.sent(s.spec.kind, resend)
         if not s.pending:
@@ -203,7 +297,10 @@ class Traffic(MessagingHandler):
     def on_accepted(self, event: Any) -> None:
         found = self._outcome(event)
         if found is not None:
-            self.ledger.accepted(found[0].spec.kind, found[1])
+            s, mid = found
+            self.ledger.accepted(s.spec.kind, mid)
+            if s.spec.replies and mid not in s.answered:
+                s.awaiting[mid] = time.monotonic()
 
     def on_released(self, event: Any) -> None:
         """Released or modified: the router did not deliver it; sent again."""
@@ -215,11 +312,29 @@ class Traffic(MessagingHandler):
         self._outcome(event)  # the router refused it: not lost, not sent again
 
     def on_message(self, event: Any) -> None:
-        name = event.link.name
-        kind = self.kind_of.get(name)
-        if kind is not None and event.message.id is not None:
-            self.ledger.received(kind, str(event.message.id), name)
+        name, message = event.link.name, event.message
+        requester = self.requester_of.get(name)
+        if requester is not None:  # a reply
+            mid = str(message.correlation_id)
+            self.ledger.received(requester.spec.kind, mid, name)
+            requester.answered.add(mid)
+            requester.awaiting.pop(mid, None)
+        else:
+            kind = self.kind_of.get(name)
+            if kind is not None and message.id is not None:
+                self.ledger.received(kind, str(message.id), name)
+            router = self.routers.get(event.connection.hostname)
+            if message.reply_to and router in self.responders:
+                reply = Message(address=message.reply_to, correlation_id=message.id, body="done")
+                self.responders[router][1].append(reply)
+                self._answer(router)
         self.accept(event.delivery)
+
+    def _answer(self, router: str) -> None:
+        """Replies go presettled: one lost is asked for again by its requester."""
+        link, waiting = self.responders[router]
+        while waiting and link.credit > 0 and link.state & link.REMOTE_ACTIVE:
+            link.send(waiting.popleft()).settle()
 
     def on_disconnected(self, event: Any) -> None:
         """What was unsettled on the lost connection may or may not have gone on: sent again."""
@@ -235,33 +350,33 @@ class Traffic(MessagingHandler):
     def on_link_error(self, event: Any) -> None:
         self._attach_again(event)
 
-    def _attach_again(self, event: Any) -> None:
+    def on_link_remote_detach(self, event: Any) -> None:
+        """Detached, not closed (a durable subscription's link whose path went): detached here
+        too, which keeps the subscription, and attached again."""
+        self._attach_again(event, detach=True)
+
+    def _attach_again(self, event: Any, detach: bool = False) -> None:
         """A link the router detached (a link-routed one whose far end went with its router,
         say): attached again a second later, as an application keeps its links, on the same
         connection (which proton re-opens, links and all, after it reconnects)."""
         link, conn = event.link, event.connection
-        if link.name in self.reattaching:
+        name = link.name
+        if name in self.reattaching or name not in self.attach:
             return  # proton tells of a detach with an error twice: as an error, then closed
-        self.reattaching.add(link.name)
-        link.close()
-        s = self._sender_of(link)
+        self.reattaching.add(name)
+        if detach:
+            link.detach()
+        else:
+            link.close()
+        s = self._sender_of(link) if link.is_sender else None
         if s is not None:
             for mid in s.unsettled.values():
                 s.pending.appendleft((mid, True))
             s.unsettled.clear()
-        name, address, sending = (
-            link.name,
-            (link.target if link.is_sender else link.source).address,
-            link.is_sender,
-        )
 
         def attach() -> None:
             self.reattaching.discard(name)
-            if sending:
-                assert s is not None
-                s.link = self.container.create_sender(conn, address, name=name)
-            else:
-                self.receivers[name] = self.container.create_receiver(conn, address, name=name)
+            self.attach[name](conn)
 
         self.container.schedule(1.0, _Call(attach))
 
