@@ -95,3 +95,41 @@ def test_blocking_clients_attach_to_broker_queues_under_their_own_addresses(
                 receiver.accept()
             finally:
                 conn.close()
+
+
+def test_links_routed_after_the_broker_ended_the_routers_session_get_a_new_one(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """RabbitMQ ends the whole session for an address it does not take (a missing
+    `/amq/queue/` queue), and the engine frees it: the links routed there next must go on a
+    new session (router/datapath/sessions.py). Attaching one on the freed session crashed the
+    router (found by the chaos soak's link-routed traffic)."""
+    routes = [
+        {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
+        for d in ("in", "out")
+    ]
+    connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
+    router = RouterProcess(
+        tmp_path / "router",
+        sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
+    )
+    with router, World() as world:
+        mgmt = Management(world.connect(router.url))
+        world.run_until(
+            lambda: {r["operStatus"] for r in mgmt.query("router.config.linkRoute")} == {"active"},
+            timeout=15,
+            what="the broker connection",
+        )
+        client = world.connect(router.url)
+        missing = client.receiver("rabbit//amq/queue/missing", credit=1)
+        world.run_until(lambda: missing.closed, what="the broker to end its session")
+        for round_ in range(2):  # on the new session, and again on that one
+            sender = client.sender(f"rabbit/after-{round_}")
+            world.run_until(lambda s=sender: s.credit > 0, what="the broker's credit")
+            sent = sender.send_all([Message(body=f"after-{round_}", durable=True)])
+            world.run_until(sender.all_settled, what="the broker's outcome")
+            assert [t.outcome for t in sent] == ["accepted"]
+            receiver = client.receiver(f"rabbit/after-{round_}", credit=1)
+            world.run_until(lambda r=receiver: len(r.messages) == 1, what="the message back")
+            assert receiver.bodies == [f"after-{round_}"]
+        assert router.alive()

@@ -42,12 +42,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from router.datapath.streaming import open_session
+from router.datapath.sessions import OwnSessions
 from router.edges.linkroutes import LinkRouteProxies
 from router.edges.tracking import Tracking
 from router.log import get_logger
 from router.transport.connector import STABLE_SECONDS, backoff_delay
-from router.transport.pn import NULL, get_condition, lib
+from router.transport.pn import get_condition, lib
 
 if TYPE_CHECKING:
     from router.core.engine import Router
@@ -70,7 +70,7 @@ class Edge:
         self.active: Connection | None = None
         self.standby: list[Connection] = []
         self.proxies: dict[str, Link] = {}  # local mobile address -> proxy receiver
-        self.sessions: dict[Connection, Any] = {}  # edge connection -> our session on it
+        self.sessions = OwnSessions()  # our session on each edge connection
         # Links the interior detached: consecutive times, when each was last attached, and when
         # it is attached again.
         self.refusals: dict[Attachment, int] = {}
@@ -103,7 +103,7 @@ class Edge:
             self.standby.append(conn)
 
     def connection_closed(self, conn: Connection) -> None:
-        self.sessions.pop(conn, None)
+        self.sessions.forget(conn)
         if conn in self.standby:
             self.standby.remove(conn)
         if conn is not self.active:
@@ -189,16 +189,9 @@ class Edge:
         return self.uplink is not None and entry.key[0] != "L" and self.tracking.reachable(entry)
 
     def session(self, conn: Connection) -> Any:
-        """Our session on `conn`: the one begun before if it is still there, else a new one."""
-        ours = self.sessions.get(conn)
-        s = lib.pn_session_head(conn.pn, lib.PN_LOCAL_ACTIVE)
-        while s != NULL:
-            if s == ours and not lib.pn_session_state(s) & lib.PN_REMOTE_CLOSED:
-                return s
-            s = lib.pn_session_next(s, lib.PN_LOCAL_ACTIVE)
-        s = self.sessions[conn] = lib.pn_session(conn.pn)
-        open_session(s, conn)
-        return s
+        """Our session on `conn`: the one begun before while it lasts, else a new one
+        (router/datapath/sessions.py)."""
+        return self.sessions.get(conn)
 
     def proxy(self, address: str) -> None:
         conn = self.active
@@ -232,8 +225,6 @@ class Edge:
         conn, p = link.conn, link.pn
         if self.router.stopping or lib.pn_connection_state(conn.pn) & lib.PN_REMOTE_CLOSED:
             return  # the connection is going (its close follows): nothing to attach again
-        if lib.pn_session_state(lib.pn_link_session(p)) & lib.PN_REMOTE_CLOSED:
-            self.sessions.pop(conn, None)  # the interior ended it: begin another
         now = time.monotonic()
         stable = now - self.attached_at.pop(key, now) >= STABLE_SECONDS
         refusals = self.refusals[key] = 1 if stable else self.refusals.get(key, 0) + 1

@@ -46,7 +46,7 @@ from router.addressing.rewrite import Rewrite
 from router.core import attach
 from router.datapath.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.datapath.links import Link
-from router.datapath.streaming import open_session
+from router.datapath.sessions import OwnSessions
 from router.linkroutes.scoped import (
     BAD_REQUEST,
     CREATORS,
@@ -142,7 +142,7 @@ class LinkRouter:
         # route key -> routers that advertise it (a container of theirs serves it)
         self.remote: dict[str, set[str]] = {}
         self.advertised: set[str] = set()
-        self.sessions: dict[Connection, Any] = {}
+        self.sessions = OwnSessions()
         self.scoped = ScopedRoutes()
 
     # ----- routes and containers -----------------------------------------------------------
@@ -390,12 +390,8 @@ class LinkRouter:
         return any(other.name == name and other.incoming != incoming for other in conn.links)
 
     def session(self, conn: Connection) -> Any:
-        """Our session on `conn` for the links we attach there, begun on first use."""
-        session = self.sessions.get(conn)
-        if session is None:
-            session = self.sessions[conn] = lib.pn_session(conn.pn)
-            open_session(session, conn)
-        return session
+        """Our session on `conn` for the links we attach there (router/datapath/sessions.py)."""
+        return self.sessions.get(conn)
 
     def answered(self, link: Link) -> None:
         """The container (or the next router) answered our attach: answer the client's with
@@ -463,7 +459,7 @@ class LinkRouter:
         self.router.detach(link, closed=closed)
 
     def connection_closed(self, conn: Connection) -> None:
-        self.sessions.pop(conn, None)
+        self.sessions.forget(conn)
         for link in list(conn.links):
             if link.peer is not None:
                 self.lost(link)
