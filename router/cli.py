@@ -9,6 +9,7 @@ built from what the child printed; so do live changes later.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         from router.config.check import main as check
 
         return check(argv)
+    # A crash in C (Proton's, or ours through cffi) leaves the Python stack where it happened
+    # on stderr, the pod's log, instead of a process gone without a word.
+    faulthandler.enable()
     from router.config.child import ChildValidator
 
     validate = ChildValidator(argv)
