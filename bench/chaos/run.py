@@ -17,7 +17,9 @@ Invariants, each a failure of the run when broken:
 - every router not being faulted answers management within 2 s, checked every few seconds;
 - no sender goes without credit for STARVED_S while it has messages to send, seen once no
   fault is under way and the last ended GRACE_S ago (its consumers exist throughout);
-- no traceback in any router's log;
+- no router dies by itself: each runs as the pid the soak last started (one that crashed and
+  was started again by a later ``routernet up`` is caught too);
+- no traceback in any router's log, nor the stack faulthandler writes on a crash;
 - memory and open files of every router: reported, first sample against last.
 
 Duplicates are counted, not failures: a router that dies holding unsettled deliveries leaves
@@ -228,6 +230,9 @@ class Watch(threading.Thread):
         """Pods under a fault, or started again at the time given (not asked until GRACE_S)."""
         self.lock = threading.Lock()
         self.unanswered: list[str] = []
+        self.expected: dict[str, int | None] = {p: net.pid(p) for p in pods}
+        """Each router's pid as the soak last left it running."""
+        self.crashed: list[str] = []
         self.samples: dict[str, list[tuple[int, int]]] = {p: [] for p in pods}
         self.stopping = threading.Event()
         self.start_time = time.monotonic()
@@ -241,8 +246,28 @@ class Watch(threading.Thread):
             self.faulted[pod] = float("inf")
 
     def back(self, pod: str) -> None:
+        """The fault is over: the pod runs again as the pid it has now."""
+        pid = self.net.pid(pod)
         with self.lock:
+            self.expected[pod] = pid
             self.faulted[pod] = time.monotonic()
+
+    def died(self, pod: str) -> None:
+        """A router that is not the one the soak left running (none, or another pid: restarted
+        by a later ``routernet up``) died by itself: a crash, whatever happened next."""
+        with self.lock:
+            if self.faulted.get(pod) == float("inf"):
+                return  # the soak's own doing, under way
+            expected = self.expected[pod]
+            pid = self.net.pid(pod)
+            if pid == expected:
+                return
+            self.expected[pod] = pid
+        after = f"running again as pid {pid}" if pid is not None else "not running"
+        self.crashed.append(
+            f"{time.monotonic() - self.start_time:.0f}s {pod}: pid {expected} died by itself"
+            f" ({after}; its log says how)"
+        )
 
     def calm_since(self) -> float:
         """Since when no router has been under a fault (inf while one is)."""
@@ -256,6 +281,7 @@ class Watch(threading.Thread):
                 for sender, line in self.traffic.starved(now, STARVED_S):
                     self.starved.setdefault(sender, f"{now - self.start_time:.0f}s: {line}")
             for pod in self.pods:
+                self.died(pod)
                 with self.lock:
                     since = self.faulted.get(pod)
                 if since is not None and time.monotonic() - since < GRACE_S:
@@ -304,6 +330,11 @@ def _cut(event: Event, net: Network, watch: Watch, reconnects: list[float]) -> N
         time.sleep(0.1)
     reconnects.append(time.monotonic() - started)
     watch.back(event.router)
+
+
+def _crashed_in(log: str) -> bool:
+    """A Python traceback, or the stack faulthandler writes when the process crashes in C."""
+    return "Traceback" in log or "Fatal Python error" in log
 
 
 def _carry_out(
@@ -456,9 +487,9 @@ def _soak(
             watch.stopping.set()
             watch.join(10)
             traffic.stop()
-        tracebacks = [
-            pod for pod in pods if "Traceback" in net.log(pod).read_text(errors="replace")
-        ]
+        for pod in pods:
+            watch.died(pod)
+        tracebacks = [pod for pod in pods if _crashed_in(net.log(pod).read_text(errors="replace"))]
     finally:
         net.down()
     counts = ledger.summary()
@@ -481,9 +512,10 @@ def _soak(
         for kind, n in counts.items()
         if n["lost"]
     ]
+    violations += watch.crashed
     violations += watch.unanswered
     violations += watch.starved.values()
-    violations += [f"{pod}: a traceback in its log" for pod in tracebacks]
+    violations += [f"{pod}: a traceback or crash in its log" for pod in tracebacks]
     if stuck:
         violations.append(
             f"messages still unaccepted {settle:.0f} s after the senders stopped: "
