@@ -30,8 +30,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return check(argv)
     # A crash in C (Proton's, or ours through cffi) leaves the Python stack where it happened
-    # on stderr, the pod's log, instead of a process gone without a word.
-    faulthandler.enable()
+    # on the process's stderr, the pod's log, instead of a process gone without a word (the
+    # process's own: sys.stderr may be a stand-in without a file, as when a test calls main).
+    if sys.__stderr__ is not None:
+        faulthandler.enable(sys.__stderr__)
     from router.config.child import ChildValidator
 
     validate = ChildValidator(argv)
