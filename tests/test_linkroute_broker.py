@@ -20,26 +20,36 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         yield b
 
 
-def test_messages_reach_a_broker_queue_and_come_back_through_the_router(
-    tmp_path: Path, broker: Broker
-) -> None:
+def routed_to(broker: Broker, tmp_path: Path) -> RouterProcess:
+    """A router dialling the broker on a route-container connector, `rabbit/...` routed to
+    its queues in both directions (the prefix deleted on the way)."""
     routes = [
         {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
         for d in ("in", "out")
     ]
     connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
-    router = RouterProcess(
+    return RouterProcess(
         tmp_path / "router",
         sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
     )
+
+
+def wait_for_routes(world: World, router: RouterProcess) -> None:
+    """Until the router has the broker connection and its link routes are active."""
+    mgmt = Management(world.connect(router.url))
+    world.run_until(
+        lambda: {r["operStatus"] for r in mgmt.query("router.config.linkRoute")} == {"active"},
+        timeout=15,
+        what="the broker connection",
+    )
+
+
+def test_messages_reach_a_broker_queue_and_come_back_through_the_router(
+    tmp_path: Path, broker: Broker
+) -> None:
+    router = routed_to(broker, tmp_path)
     with router, World() as world:
-        mgmt = Management(world.connect(router.url))
-
-        def routes_active() -> bool:
-            rows = mgmt.query("router.config.linkRoute")
-            return {r["operStatus"] for r in rows} == {"active"}
-
-        world.run_until(routes_active, timeout=15, what="the broker connection")
+        wait_for_routes(world, router)
         client = world.connect(router.url)
         sender = client.sender("rabbit/orders")
         assert sender.attached and not sender.closed
@@ -66,22 +76,9 @@ def test_blocking_clients_attach_to_broker_queues_under_their_own_addresses(
     """RabbitMQ answers an attach with its own name for the queue (`atm`): through the link
     route (delExternalPrefix `rabbit/`) and as `(its container id)/atm`, the client is given
     back the address it asked for, which proton.utils checks (LinkException otherwise)."""
-    routes = [
-        {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
-        for d in ("in", "out")
-    ]
-    connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
-    router = RouterProcess(
-        tmp_path / "router",
-        sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
-    )
+    router = routed_to(broker, tmp_path)
     with router, World() as world:
-        mgmt = Management(world.connect(router.url))
-        world.run_until(
-            lambda: {r["operStatus"] for r in mgmt.query("router.config.linkRoute")} == {"active"},
-            timeout=15,
-            what="the broker connection",
-        )
+        wait_for_routes(world, router)
         world.close()
         for address in ("rabbit/atm", f"({broker.container_id})/atm"):
             conn = BlockingConnection(router.url, timeout=10)
@@ -104,22 +101,9 @@ def test_links_routed_after_the_broker_ended_the_routers_session_get_a_new_one(
     `/amq/queue/` queue), and the engine frees it: the links routed there next must go on a
     new session (router/datapath/sessions.py). Attaching one on the freed session crashed the
     router (found by the chaos soak's link-routed traffic)."""
-    routes = [
-        {"prefix": "rabbit", "direction": d, "connection": "rabbit", "delExternalPrefix": "rabbit/"}
-        for d in ("in", "out")
-    ]
-    connector = {"name": "rabbit", "host": broker.host, "port": broker.port}
-    router = RouterProcess(
-        tmp_path / "router",
-        sections={"connectors": [{**connector, "role": "route-container"}], "linkRoutes": routes},
-    )
+    router = routed_to(broker, tmp_path)
     with router, World() as world:
-        mgmt = Management(world.connect(router.url))
-        world.run_until(
-            lambda: {r["operStatus"] for r in mgmt.query("router.config.linkRoute")} == {"active"},
-            timeout=15,
-            what="the broker connection",
-        )
+        wait_for_routes(world, router)
         client = world.connect(router.url)
         missing = client.receiver("rabbit//amq/queue/missing", credit=1)
         world.run_until(lambda: missing.closed, what="the broker to end its session")
