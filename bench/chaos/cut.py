@@ -27,7 +27,8 @@ class Connection:
         return f"{self.local[0]}:{self.local[1]} -> {self.remote[0]}:{self.remote[1]}"
 
 
-def _endpoint(text: str) -> tuple[str, int]:
+def endpoint(text: str) -> tuple[str, int]:
+    """``host:port`` as ss and ``routernet up``'s state write it."""
     host, _, port = text.rpartition(":")
     return host, int(port)
 

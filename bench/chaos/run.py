@@ -172,8 +172,7 @@ class Network:
         found = set()
         for record in self.pods().values():
             for endpoint in record["interRouterEndpoints"] + record["edgeEndpoints"]:
-                host, _, port = endpoint.rpartition(":")
-                found.add((host, int(port)))
+                found.add(cut.endpoint(endpoint))
         return found
 
 
