@@ -169,6 +169,34 @@ def test_durable_subscriptions_are_the_clients_through_any_router(
             c.close()
 
 
+def test_a_durable_subscription_outlasts_its_hosts_drain(world: World, tmp_path: Path) -> None:
+    """SIGTERM of the host while a durable subscriber is attached through A: A sees the host's
+    connection close and lets the relayed link go detached, not closed. Closed, the host (still
+    reading as it shuts down) ended the subscription, and what was published once it was back,
+    before the subscriber came again, reached nobody (found by the chaos soak)."""
+    durable = [DurableSubscription()]
+    with network(tmp_path) as (a, b, e):
+        wait_for_router(world, a, "B")
+        subscriber = world.connect(a.url, container_id="reader")
+        first = consumer(subscriber, "news.drain", name="drain-sub", options=durable)
+        world.run_until(lambda: first.attached, what="the subscription")
+        assert b.stop(signal.SIGTERM) == 0
+        world.run_until(lambda: first.link.state & first.link.REMOTE_CLOSED, what="its detach")
+        assert first.link.remote_condition.name == "qd:routed-link-lost"
+        b.start()
+        wait_for_router(world, a, "B")
+        publisher = world.connect(e.url)
+        tracked = send(publisher, "news.drain", [Message(body=i, durable=True) for i in range(5)])
+        assert {t.state for t in tracked} == {ACCEPTED}
+        assert depth(world, b, "news.drain") == 5  # kept for the subscriber, away
+        subscriber.close()
+        back = world.connect(a.url, container_id="reader")
+        resumed = receive(back, "news.drain", 5, name="drain-sub", options=durable)
+        assert resumed.bodies == list(range(5))
+        for c in (back, publisher):
+            c.close()
+
+
 def test_a_relayed_link_goes_when_its_clients_connection_closes(
     world: World, tmp_path: Path
 ) -> None:

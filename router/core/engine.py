@@ -589,8 +589,7 @@ class Router:
             self.teardown(conn)
             return
         self.uplink_closed(conn)
-        for link in list(conn.links):
-            self.detach(link)
+        self.links_ended(list(conn.links))
         conn.closing = True
         self.connection_gone(conn)
         lib.pn_connection_close(conn.pn)
@@ -643,11 +642,18 @@ class Router:
                 "connection.remote_error", conn=conn.conn_id, error=cond[0], description=cond[1]
             )
         self.uplink_closed(conn)
-        for link in list(conn.links):
-            self.detach(link)
+        self.links_ended(list(conn.links))
         conn.closing = True
         self.connection_gone(conn)
         lib.pn_connection_close(c)
+
+    def links_ended(self, links: list[Link]) -> None:
+        """Links going with their session or connection are detached, not closed: an End or a
+        Close detaches its links and keeps their termini, as a link lost does. Closed, a link
+        relayed to a router still reading as it shuts down would end what it keeps for the
+        client beyond this router (a durable subscription on its way to the host's store)."""
+        for link in links:
+            self.detach(link, closed=False)
 
     def on_session_open(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
@@ -656,9 +662,7 @@ class Router:
 
     def on_session_close(self, conn: Connection, ev: Any) -> None:
         s = lib.pn_event_session(ev)
-        for link in list(conn.links):
-            if lib.pn_link_session(link.pn) == s:
-                self.detach(link)
+        self.links_ended([link for link in conn.links if lib.pn_link_session(link.pn) == s])
         for p in [p for p in self.unanswered if lib.pn_link_session(p) == s]:
             del self.unanswered[p]  # freed with the session
         self.policy.session_ended(s)

@@ -522,6 +522,15 @@ class Nodes:
         if isinstance(queue, Subscription) and not moving:
             queue.attached -= 1
             if not queue.durable_subscription or (closed and queue.attached == 0):
+                if queue.durable_subscription:  # its subscriber closed it: ended on purpose
+                    log.info(
+                        "node.unsubscribed",
+                        node=queue.name,
+                        subscription=queue.store_name.split(SEPARATOR, 1)[-1],
+                        conn=att.link.conn.conn_id,
+                        link=att.link.name,
+                        messages=queue.depth,
+                    )
                 queue.topic.unsubscribe(queue)
         distribution.pump_node(self, att.node)
 
