@@ -350,3 +350,32 @@ def test_a_link_the_interior_refuses_is_attached_again_with_backoff(
         sender.send(Message(body="still up"))
         world.run_until(lambda: sender.all_settled() and orders.bodies == ["still up"])
         assert {t.outcome for t in sender.sent} == {"accepted"}
+
+
+def test_what_reaches_a_stopped_edge_after_its_consumer_went_is_not_accepted(
+    tmp_path: Path, world: World
+) -> None:
+    """The edge's only consumer is cut off while the edge is stopped (SIGSTOP), and messages
+    reach its socket meanwhile: once it runs again, it reads the consumer's end and the
+    messages in one go, and drops its link for the address on the uplink with them unread.
+    Each goes back to its sender released; the freed link settled them without an outcome,
+    which the interior took for accepted (found by the chaos soak: accepted, never received)."""
+    a = interior(tmp_path, "A")
+    e1 = edge(tmp_path, "E1", [a])
+    with started(a, e1):
+        client = world.connect(e1.url)
+        consumer = Receiver(client, "orders.stopped")
+        world.run_until(lambda: consumer.attached)
+        sender = Sender(world.connect(a.url), "orders.stopped")
+        world.run_until(lambda: sender.credit > 0, what="credit at A")
+        assert e1.proc is not None
+        e1.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.drop()
+            sender.send_all(Message(body=f"m{i}") for i in range(20))
+            world.run_for(0.5)  # A has written them to the edge's socket
+        finally:
+            e1.proc.send_signal(signal.SIGCONT)
+        world.run_until(sender.all_settled, what="every outcome")
+        assert consumer.messages == []
+        assert {t.outcome for t in sender.sent} <= {"released", "modified"}, sender.sent

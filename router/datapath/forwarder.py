@@ -366,6 +366,12 @@ class Forwarder:
         A departed consumer's unsettled deliveries are released to their senders (who may send
         them again; modified with delivery-failed when the consumer was another router, which
         may have passed them on); deliveries it never received are routed again.
+
+        An incoming link detached while its connection lasts answers every delivery first:
+        Proton settles what is left when the link is freed, without an outcome, which a router
+        sending on it reads as accepted (pnfast's `outcome`). Copies on their way to consumers
+        are modified with delivery-failed (maybe delivered); deliveries not read yet (they
+        arrived in the same read as what ended the link) are released.
         """
         entry, link.entry = link.entry, None
         stream = link.stream
@@ -378,8 +384,13 @@ class Forwarder:
                     self.copy_done(copy.owed, RELEASED, None)
         if link.incoming:
             for fwd in link.unsettled.values():
+                if not conn_dead and fwd.in_d is not None:
+                    lib.pn_disposition_set_failed(lib.pn_delivery_local(fwd.in_d), True)
+                    settle(fwd.in_d, MODIFIED)
                 fwd.in_d = None
             link.unsettled.clear()
+            if not conn_dead:
+                release_unread(link.pn)
         else:
             queued, link.queue = link.queue, deque()
             unsettled, link.unsettled = link.unsettled, {}
@@ -952,6 +963,20 @@ def back_to_edge(link: Link, origin: Link | None) -> bool:
     """A multicast copy must not go back down to the edge it came up from: that edge has
     already delivered to its own consumers."""
     return origin is not None and origin.kind == "edge" and link.conn is origin.conn
+
+
+def release_unread(p: Any) -> None:
+    """Release the deliveries of incoming link `p` not read yet (settling the current one
+    advances to the next); one the sender settled needs no outcome."""
+    d = lib.pn_link_current(p)
+    while d != ffi.NULL:
+        if not lib.pn_delivery_settled(d):
+            lib.pn_delivery_update(d, RELEASED)
+        lib.pn_delivery_settle(d)
+        after = lib.pn_link_current(p)
+        if after == d:
+            break  # settled before, so not advanced past: nothing more to answer
+        d = after
 
 
 def new_delivery(link: Link) -> Any:
