@@ -376,6 +376,7 @@ def test_rbac_grants_what_the_operator_needs(scenario: str) -> None:
     # Secrets: only the internal TLS ones it makes and reads back by name (get, server-side
     # apply); never listed or watched. TLS and SASL Secrets of users are mounted by name.
     assert granted["secrets"] == {"get", "create", "patch"}
+    assert granted["cert-manager.io/certificates"] == {"get", "create", "patch"}
     if scenario == "cluster":
         assert granted["apiextensions.k8s.io/customresourcedefinitions"] == {"list", "watch"}
     else:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from router_operator.kubernetes.environment import OperatorConfig
 from router_operator.kubernetes.reconciler import Snapshot, reconcile_namespace
-from router_operator.planning import adapter
+from router_operator.planning import adapter, internal_tls
 from router_operator.planning.adapter import Application
 from router_operator.planning.planner import LinkRouteConnectionDecl, LinkRouteDecl, Problem
 from router_operator.rendering.router import LINK_ROUTES_KEY
@@ -312,3 +312,15 @@ def test_a_gateways_tls_reaches_the_planner() -> None:
         GatewayConnectorDecl("bank", "hub", "gw.bank", 5673, ConnectorTlsDecl(None, "b-ca", True)),
         GatewayConnectorDecl("plain", "hub", "gw.plain", 5673, None),
     )
+
+
+def test_a_routers_cert_manager_issuer_reaches_the_planner() -> None:
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
+    decl = adapter.router_decl(
+        adapter.parse("Router", body("Router", "core", {"interRouterIssuer": issuer})), "img"
+    )
+    assert decl.tls_issuer == internal_tls.Issuer("corp-ca", "ClusterIssuer", "cert-manager.io")
+    plain = adapter.router_decl(adapter.parse("Router", body("Router", "core", {})), "img")
+    assert plain.tls_issuer is None
+    bad = adapter.parse("Router", body("Router", "core", {"interRouterIssuer": {"name": "A_b"}}))
+    assert bad.model is None and "interRouterIssuer.name" in (bad.error or "")

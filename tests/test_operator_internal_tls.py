@@ -109,10 +109,12 @@ def test_the_pods_mount_their_routers_secret_whole() -> None:
 
 
 class SecretsApi:
-    """Keeps the Secrets applied, answers get from them, counts the calls."""
+    """Keeps the Secrets (and cert-manager Certificates) applied, answers get from them,
+    counts the calls."""
 
     def __init__(self) -> None:
         self.secrets: dict[str, dict[str, Any]] = {}
+        self.certificates: dict[str, dict[str, Any]] = {}
         self.gets = 0
         self.applies: list[str] = []
 
@@ -123,7 +125,11 @@ class SecretsApi:
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.applies.append(obj["metadata"]["name"])
-        self.secrets[obj["metadata"]["name"]] = obj
+        if obj["kind"] == "Certificate":
+            assert obj["apiVersion"] == "cert-manager.io/v1"
+            self.certificates[obj["metadata"]["name"]] = obj
+        else:
+            self.secrets[obj["metadata"]["name"]] = obj
         return obj
 
 
@@ -204,6 +210,102 @@ def test_certificates_are_renewed_before_they_end_and_when_the_ca_changes() -> N
         internal_tls.dns_names("core-0", "core-peers", NS, "cluster.local"),
         late,
     )
+
+
+# ----- certificates from a cert-manager issuer ----------------------------------------------------
+
+ISSUER = internal_tls.Issuer("corp-ca", "ClusterIssuer")
+
+
+def issued_decls(core: internal_tls.Issuer | None = ISSUER) -> list[RouterDecl]:
+    return [
+        RouterDecl("core", uid="uid-core", replicas=2, tls_issuer=core),
+        RouterDecl("leaf", uid="uid-leaf", replicas=1, role="edge", tls_issuer=ISSUER),
+    ]
+
+
+def cert_manager_issues(
+    api: SecretsApi, ca: pki.Pair, now: datetime.datetime, give_ca: bool = True
+) -> None:
+    """What cert-manager does with each Certificate: its Secret, signed by ``ca``."""
+    for cert in api.certificates.values():
+        spec = cert["spec"]
+        pair = pki.issue(ca, spec["commonName"], "corp", spec["dnsNames"], now)
+        written = {
+            "tls.crt": pair.cert,
+            "tls.key": pair.key,
+            **({"ca.crt": ca.cert} if give_ca else {}),
+        }
+        api.secrets[spec["secretName"]] = {
+            "data": {k: base64.b64encode(v).decode() for k, v in written.items()}
+        }
+
+
+def test_with_an_issuer_each_pod_asks_cert_manager_and_gets_what_it_issued() -> None:
+    api, memory = SecretsApi(), {}
+    plan = plan_namespace(NS, issued_decls(), internal_tls=True)
+    network = plan.networks["default"]
+    waiting = apply_internal_tls(network, NS, api, memory, NOW)  # type: ignore[arg-type]
+    pods = ["core-0", "core-1", "leaf-0"]
+    assert sorted(api.certificates) == [f"{pod}-issued-tls" for pod in pods]
+    asked = api.certificates["core-1-issued-tls"]
+    assert asked["metadata"]["ownerReferences"][0]["name"] == "core"
+    spec = asked["spec"]
+    assert spec["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
+    assert spec["secretName"] == "core-1-issued-tls" and spec["commonName"] == "core-1"
+    assert spec["dnsNames"] == internal_tls.dns_names("core-1", "core-peers", NS, "cluster.local")
+    assert {"server auth", "client auth"} <= set(spec["usages"])
+    assert (spec["duration"], spec["renewBefore"]) == ("2160h", "720h")
+    # Nothing issued yet: the operator makes no CA of its own and waits, looking again soon.
+    assert waiting.transient and waiting.failures == []
+    assert sorted(api.secrets) == []
+    corp = pki.new_ca("corp", "pki", NOW)
+    cert_manager_issues(api, corp, NOW)
+    run(api, plan, memory)
+    core = data(api, "core-internal-tls")
+    assert sorted(core) == ["ca.crt", "core-0.crt", "core-0.key", "core-1.crt", "core-1.key"]
+    assert core["ca.crt"] == corp.cert
+    assert core["core-1.crt"] == data(api, "core-1-issued-tls")["tls.crt"]
+    assert sorted(data(api, "leaf-internal-tls")) == ["ca.crt", "leaf-0.crt", "leaf-0.key"]
+    # Nothing read again until cert-manager is due to renew (30 days before the end).
+    gets = api.gets
+    run(api, plan, memory, NOW + datetime.timedelta(days=10))
+    assert api.gets == gets
+    due = NOW + datetime.timedelta(days=pki.CERT_DAYS - pki.RENEW_DAYS + 1)
+    before = apply_internal_tls(network, NS, api, memory, due)  # type: ignore[arg-type]
+    assert before.transient and data(api, "core-internal-tls") == core  # kept meanwhile
+    cert_manager_issues(api, corp, due)
+    run(api, plan, memory, due)
+    renewed = data(api, "core-internal-tls")
+    assert renewed["core-0.crt"] != core["core-0.crt"]
+    assert renewed["core-0.crt"] == data(api, "core-0-issued-tls")["tls.crt"]
+
+
+def test_routers_of_one_network_naming_different_issuers_are_refused() -> None:
+    api = SecretsApi()
+    plan = plan_namespace(NS, issued_decls(core=None), internal_tls=True)
+    outcome = apply_internal_tls(plan.networks["default"], NS, api, {}, NOW)  # type: ignore[arg-type]
+    assert api.applies == []
+    assert len(outcome.failures) == 1
+    assert (
+        "different interRouterIssuers (core: none, leaf: ClusterIssuer corp-ca"
+        in (outcome.failures[0])
+    )
+
+
+def test_an_issuer_that_gives_no_ca_is_named() -> None:
+    api, memory = SecretsApi(), {}
+    plan = plan_namespace(NS, issued_decls(), internal_tls=True)
+    network = plan.networks["default"]
+    apply_internal_tls(network, NS, api, memory, NOW)  # type: ignore[arg-type]
+    cert_manager_issues(api, pki.new_ca("corp", "pki", NOW), NOW, give_ca=False)
+    outcome = apply_internal_tls(network, NS, api, memory, NOW)  # type: ignore[arg-type]
+    assert outcome.transient and "core-internal-tls" not in api.secrets
+    assert "ClusterIssuer corp-ca (cert-manager.io) gives no ca.crt" in outcome.failures[0]
 
 
 # ----- the settings, on real routers -------------------------------------------------------------

@@ -28,6 +28,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "horizontalpodautoscalers",
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobjects",
+    ("cert-manager.io/v1", "Certificate"): "certificates",
     **{(models.API_VERSION, kind.kind_name): kind.plural for kind in models.KINDS},
 }
 """Every kind the operator reads or writes. A table rather than API discovery: discovery costs

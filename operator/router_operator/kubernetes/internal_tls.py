@@ -9,6 +9,11 @@ scale-out adds finds its certificate. What it found is remembered until the earl
 due or the pods change, so that a pass where nothing is due reads no Secret. A CA that cannot
 be read back (edited by hand, expiring) is replaced, and with it every certificate of the
 network; connections made with the old ones go on until they close.
+
+When the network's Routers name a cert-manager issuer (Router.spec.interRouterIssuer), there
+is no CA Secret: each pod's Certificate is applied (rendering/certificates.py) and the Router's
+Secret is made of what cert-manager writes, read back until every pod has its certificate and
+again once cert-manager is due to renew one.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from router_operator.kubernetes import pki
 from router_operator.kubernetes.api import Api, ApiError
 from router_operator.planning import internal_tls
 from router_operator.planning.planner import NetworkPlan, RouterPlan
+from router_operator.rendering.certificates import render_certificate
 from router_operator.rendering.collector import owner_references
 
 log = logging.getLogger(__name__)
@@ -95,30 +101,47 @@ def apply_internal_tls(
     routers = [r for r in network.routers if r.internal_tls and r.ok]
     if not routers:
         return outcome
+    issuers = {r.decl.tls_issuer for r in routers}
+    if len(issuers) > 1:
+        named = ", ".join(
+            f"{r.name}: {r.decl.tls_issuer.describe() if r.decl.tls_issuer else 'none'}"
+            for r in routers
+        )
+        outcome.failures.append(
+            f"network {network.name}: its Routers name different interRouterIssuers ({named});"
+            " a network has one CA: name the same issuer on each, or none"
+        )
+        return outcome
+    issuer = issuers.pop()
     wanted = {r.name: _wanted(r, namespace) for r in routers}
     key = f"network/{network.name}/internal-tls"
-    fingerprint = repr(sorted((name, sorted(pods)) for name, pods in wanted.items()))
+    fingerprint = repr((issuer, sorted((name, sorted(pods)) for name, pods in wanted.items())))
     remembered = memory.get(key, "")
     due, _, seen = remembered.partition("|")
     if seen == fingerprint and due and now.timestamp() < float(due):
         return outcome
     try:
-        ca = _ca(network, namespace, api, now, outcome)
-        earliest = None
-        for router in routers:
-            ends = _router_secret(
-                router, namespace, network.name, ca, wanted[router.name], api, now, outcome
-            )
-            earliest = ends if earliest is None else min(earliest, ends)
+        if issuer is None:
+            ca = _ca(network, namespace, api, now, outcome)
+            earliest: datetime.datetime | None = None
+            for router in routers:
+                ends = _router_secret(
+                    router, namespace, network.name, ca, wanted[router.name], api, now, outcome
+                )
+                earliest = ends if earliest is None else min(earliest, ends)
+        else:
+            earliest = _issued(network, namespace, issuer, routers, wanted, api, now, outcome)
     except ApiError as err:
         log.warning("namespace %s: internal TLS of network %s: %s", namespace, network.name, err)
         outcome.failures.append(f"internal TLS of network {network.name}: {err}")
         outcome.transient |= err.transient
         memory.pop(key, None)
         return outcome
-    assert earliest is not None
-    renew = earliest - datetime.timedelta(days=pki.RENEW_DAYS)
-    memory[key] = f"{renew.timestamp()}|{fingerprint}"
+    renew = None if earliest is None else earliest - datetime.timedelta(days=pki.RENEW_DAYS)
+    if renew is None or renew <= now:
+        memory.pop(key, None)  # waiting for cert-manager: read again on the next pass
+    else:
+        memory[key] = f"{renew.timestamp()}|{fingerprint}"
     return outcome
 
 
@@ -190,3 +213,95 @@ def _router_secret(
         )
     ends = [_not_after(data[internal_tls.cert_file(pod)]) for pod in wanted]
     return min(ends) if ends else now + datetime.timedelta(days=pki.CERT_DAYS)
+
+
+# ----- certificates from cert-manager ----------------------------------------------------------
+
+ISSUED_CERT, ISSUED_KEY, ISSUED_CA = "tls.crt", "tls.key", "ca.crt"
+"""What cert-manager writes to a Certificate's Secret."""
+
+
+def _issued(
+    network: NetworkPlan,
+    namespace: str,
+    issuer: internal_tls.Issuer,
+    routers: list[RouterPlan],
+    wanted: Mapping[str, Mapping[str, list[str]]],
+    api: Api,
+    now: datetime.datetime,
+    outcome: Outcome,
+) -> datetime.datetime | None:
+    """A Certificate per pod for cert-manager to issue, and each Router's Secret made of what
+    it wrote: each pod's pair, and as the CA every ca.crt the issuer gave (two while it changes
+    CA). Returns when the earliest certificate ends; None while one is still to come (the pass
+    is then transient, so the next one looks again soon), and a pod keeps the pair it had."""
+    labels = _labels(network.name)
+    pairs: dict[str, pki.Pair] = {}
+    cas: set[bytes] = set()
+    ends: list[datetime.datetime] = []
+    waiting: list[str] = []
+    for router in routers:
+        owners = owner_references([router])
+        for pod, names in wanted[router.name].items():
+            api.apply(
+                render_certificate(pod, namespace, network.name, names, issuer, owners, labels)
+            )
+            outcome.applied += 1
+            found = _data(api.get("v1", "Secret", namespace, internal_tls.issued_name(pod)))
+            pair = pki.Pair(found.get(ISSUED_CERT, b""), found.get(ISSUED_KEY, b""))
+            until = pki.issued_until(pair, names, now)
+            ca = found.get(ISSUED_CA)
+            if until is None or not ca:
+                waiting.append(pod)
+                if until is not None:
+                    outcome.failures.append(
+                        f"network {network.name}: {issuer.describe()} gives no {ISSUED_CA} with"
+                        f" the certificate of {pod}: the routers need the CA that signs their peers"
+                    )
+                continue
+            pairs[pod] = pair
+            cas.add(ca if ca.endswith(b"\n") else ca + b"\n")
+            ends.append(until)
+            if until - now <= datetime.timedelta(days=pki.RENEW_DAYS):
+                waiting.append(pod)  # cert-manager is due to renew it: look again soon
+    if cas:
+        bundle = b"".join(sorted(cas))
+        for router in routers:
+            _issued_secret(router, namespace, network.name, bundle, pairs, wanted, api, outcome)
+    if waiting:
+        outcome.transient = True
+        log.info(
+            "namespace %s: network %s: waiting for %s to issue or renew the certificates of %s",
+            namespace,
+            network.name,
+            issuer.describe(),
+            ", ".join(waiting),
+        )
+        return None
+    return min(ends) if ends else None
+
+
+def _issued_secret(
+    router: RouterPlan,
+    namespace: str,
+    network: str,
+    bundle: bytes,
+    pairs: Mapping[str, pki.Pair],
+    wanted: Mapping[str, Mapping[str, list[str]]],
+    api: Api,
+    outcome: Outcome,
+) -> None:
+    name = internal_tls.secret_name(router.name)
+    found = _data(api.get("v1", "Secret", namespace, name))
+    data: dict[str, bytes] = {internal_tls.CA_FILE: bundle}
+    for pod in wanted[router.name]:
+        cert_key, key_key = internal_tls.cert_file(pod), internal_tls.key_file(pod)
+        pair = pairs.get(pod)
+        if pair is not None:
+            data[cert_key], data[key_key] = pair.cert, pair.key
+        elif cert_key in found and key_key in found:  # until cert-manager has issued anew
+            data[cert_key], data[key_key] = found[cert_key], found[key_key]
+    if data != found:
+        api.apply(_secret(name, namespace, network, owner_references([router]), data))
+        outcome.applied += 1
+        log.info("namespace %s: Secret %s: certificates from cert-manager", namespace, name)

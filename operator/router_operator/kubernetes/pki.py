@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from router_operator.planning.internal_tls import CERT_DAYS, RENEW_DAYS
+
 CA_DAYS = 3650
-CERT_DAYS = 90
-RENEW_DAYS = 30
 _ORGANIZATION = "Routernet"
 
 
@@ -171,3 +171,21 @@ def current(pair: Pair, ca: Pair, dns_names: Sequence[str], now: datetime.dateti
     if set(names.get_values_for_type(x509.DNSName)) != set(dns_names):
         return False
     return cert.not_valid_after_utc - now > datetime.timedelta(days=RENEW_DAYS)
+
+
+def issued_until(
+    pair: Pair, dns_names: Sequence[str], now: datetime.datetime
+) -> datetime.datetime | None:
+    """When a certificate another issuer wrote (cert-manager's tls.crt, first of its chain)
+    ends, if the pods may use it: it and its key parse, it names exactly ``dns_names`` and it
+    has not ended. Its issuer decides when to renew it; its signer is the CA it gives."""
+    try:
+        cert = x509.load_pem_x509_certificate(pair.cert)
+        serialization.load_pem_private_key(pair.key, password=None)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, TypeError, x509.ExtensionNotFound):
+        return None
+    if set(names.get_values_for_type(x509.DNSName)) != set(dns_names):
+        return None
+    ends = cert.not_valid_after_utc
+    return ends if ends > now else None

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from router.config.models import Address as RouterAddress
 from router.gateway.config import Gateway as RouterGateway
 from router.nodes.config import NodeSettings
+from router_operator.planning import internal_tls
 from router_operator.planning.handoff import IDLE, MOVING, STORE_HAND_OFF, HandOff
 from router_operator.planning.mesh import Verdict
 from router_operator.planning.names import selector
@@ -215,6 +216,11 @@ def router_decl(parsed: Parsed, default_image: str) -> RouterDecl:
         management_writers=tuple(spec.managementWriters),
         policy=spec.policy.config_sections() if spec.policy is not None else None,
         inter_router_tls=spec.interRouterTLS == "enabled",
+        tls_issuer=None
+        if spec.interRouterIssuer is None
+        else internal_tls.Issuer(
+            spec.interRouterIssuer.name, spec.interRouterIssuer.kind, spec.interRouterIssuer.group
+        ),
     )
 
 

@@ -8,23 +8,50 @@ or pose as an edge. Each connection follows the Router it dials: to one with TLS
 router presents its own certificate and checks that the peer's names the host it dialled. So
 every router pod of such a network has a certificate (the Secret ``<router>-internal-tls``,
 one pair per pod, with the CA), mounted whole at DIR: a pod added by a scale-out finds its pair
-there, as the Secret is written before the StatefulSet grows. ``routernet up`` runs its routers
+there, as the Secret is written before the StatefulSet grows. The pairs come from the
+network's own CA, or from a cert-manager issuer the Routers name (`Issuer`): the pods see the
+same files either way. ``routernet up`` runs its routers
 on one machine's loopback and plans without it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+CERT_DAYS = 90
+RENEW_DAYS = 30
+"""A pod's certificate is good for CERT_DAYS and issued again RENEW_DAYS before its end,
+whichever CA signs it."""
 DIR = "/etc/routernet/internal-tls"
 PROFILE = "internal-tls"
 CA_FILE = "ca.crt"
 VOLUME = "internal-tls"
 
 
+@dataclass(frozen=True)
+class Issuer:
+    """A cert-manager Issuer or ClusterIssuer that signs a network's pod certificates in place
+    of the operator's CA (Router.spec.interRouterIssuer): where an organisation's PKI must be
+    the one that issues, and renews, what its routers present."""
+
+    name: str
+    kind: str = "Issuer"
+    group: str = "cert-manager.io"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name} ({self.group})"
+
+
 def secret_name(router: str) -> str:
     """The Secret holding the certificates of a Router's pods."""
     return f"{router}-internal-tls"
+
+
+def issued_name(pod: str) -> str:
+    """The cert-manager Certificate of a pod, and the Secret cert-manager writes it to. Never a
+    Router's ``secret_name``: the suffixes differ."""
+    return f"{pod}-issued-tls"
 
 
 def ca_secret_name(network: str) -> str:

@@ -189,6 +189,8 @@ class RouterDecl:
     inter_router_tls: bool = True
     """Its inter-router and edge listeners take mutual TLS only, where the plan has it
     (planning/internal_tls.py)."""
+    tls_issuer: internal_tls.Issuer | None = None
+    """The cert-manager issuer of its pods' certificates; None: the operator's own CA."""
 
 
 @dataclass(frozen=True)

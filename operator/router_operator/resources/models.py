@@ -38,7 +38,13 @@ from router_operator.resources.nodes import (
     AddressNode,
     RouterStore,
 )
-from router_operator.resources.spec import Rule, SecretName, StrictSpec, constrained
+from router_operator.resources.spec import (
+    IssuerName,
+    Rule,
+    SecretName,
+    StrictSpec,
+    constrained,
+)
 
 GROUP = "routernet.io"
 VERSION = "v1alpha1"
@@ -314,6 +320,18 @@ def _default_resources() -> ResourceRequirements:
     )
 
 
+class IssuerReference(StrictSpec):
+    """A cert-manager issuer (cert-manager.io/v1), named as a Certificate's issuerRef."""
+
+    name: IssuerName = Field(description="The Issuer (in the Router's namespace) or ClusterIssuer.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer")
+    group: str = Field(
+        default="cert-manager.io",
+        min_length=1,
+        description="The issuer's API group: cert-manager.io, or an external issuer's.",
+    )
+
+
 class RouterSpec(StrictSpec):
     """A set of identical routers (a StatefulSet) in a router network. Interior routers of one
     network, in one namespace, form a full mesh; edge routers attach to its interiors."""
@@ -407,6 +425,17 @@ class RouterSpec(StrictSpec):
             " a certificate per router pod, in Secrets it owns, and renews them before they"
             " expire without dropping a connection); disabled: they listen in the clear, for"
             " any peer that reaches them. Connections to this Router follow it."
+        ),
+    )
+    interRouterIssuer: IssuerReference | None = Field(
+        default=None,
+        description=(
+            "With interRouterTLS enabled: a cert-manager Issuer or ClusterIssuer that signs the"
+            " certificates of the network's router pods instead of the operator's own CA. The"
+            " operator asks for one Certificate per pod (<pod>-issued-tls: its DNS names, 90"
+            " days, renewed 30 days before its end) and gives the pods what cert-manager"
+            " issues, with the issuer's ca.crt as the network's CA. Every Router of a network"
+            " names the same issuer, or none."
         ),
     )
     policy: RouterPolicy | None = Field(

@@ -119,6 +119,10 @@ SecretName = constrained(
     "Secret name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
 )
 """What names a Secret, for every kind that mounts one (Router, LinkRoute, Gateway)."""
+IssuerName = constrained(
+    "issuer name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
+)
+"""What names a cert-manager Issuer or ClusterIssuer."""
 StorageClassName = constrained(
     "StorageClass name", _DNS_SUBDOMAIN, 253, "a Kubernetes object name (DNS subdomain)"
 )
