@@ -377,7 +377,11 @@ class Forwarder:
         stream = link.stream
         if stream is not None:
             if link.incoming:
+                whole = stream.fwd
+                owed = None if whole is None or conn_dead or stream.done else whole.in_d
                 stream.abort()  # the sender is gone: the copies cannot be completed
+                if owed is not None:
+                    settle(owed, RELEASED)  # its copies aborted: delivered to nobody
             else:
                 copy = stream.copy_gone(link, conn_dead)
                 if copy is not None and copy.owed is not None:
