@@ -26,11 +26,6 @@ from bench.chaos.schedule import (  # noqa: E402
 )
 
 ROUTERS = ["core-0", "core-1", "core-2", "edge-0", "edge-1"]
-KNOWN_LOSS = "topic"
-"""Open (issue 29): a durable subscription that comes back through another router after its
-topic's host drained and restarted misses what the topic took meanwhile (about 3 s of it, at
-seed 28's SIGTERM of core-1). Every other invariant is held strictly, this one too once fixed:
-then the test passes, and this goes."""
 
 
 def test_a_seed_gives_the_same_schedule_and_faults_one_router_at_a_time() -> None:
@@ -116,10 +111,11 @@ def test_a_minute_of_faults_loses_nothing_accepted(tmp_path: Path) -> None:
         text=True,
     )
     results = json.loads(output.read_text())["scenarios"]["soak"]
-    broken = results.get("violations", [])
-    if broken and all(v.startswith(f"{KNOWN_LOSS}: ") for v in broken):
-        pytest.xfail(f"known defect, issue 29: {broken[0][:300]}")
-    assert ran.returncode == 0, (results.get("error"), ran.stderr[-2000:])
+    assert ran.returncode == 0, (
+        results.get("violations"),
+        results.get("error"),
+        ran.stderr[-2000:],
+    )
     assert sum(results["events"].values()) >= 4, results["schedule"]
     for kind, counts in results["flows"].items():
         assert counts["accepted"] > 100, (kind, counts)
