@@ -1,6 +1,6 @@
 """`python -m bench`: runs the benchmarks, writes their JSON, prints their Markdown tables.
 
-Seven suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
+Eight suites: `one-router` (1 sender → 1 receiver through one router, against peer-to-peer),
 `network` (a chain of three routers, rerouting after a router loss, a new consumer on a far
 router, what telemetry costs), `nodes` (a queue the routers host, durable and not, through the
 network and on its host, against RabbitMQ's classic and quorum queues; recovery of a million
@@ -8,8 +8,9 @@ messages after `kill -9`), `collector` (telemetry records per second into Parque
 router), `autoscaling` (time to scale out under load, messages lost scaling in) and `console`
 (what a 50-router network costs the network console and a browser loading its pages), and
 `chaos` (faults on a seeded schedule against the example network under traffic of every kind,
-its invariants checked: bench/chaos/). Exits 1 if any scenario failed, after still writing what
-the others measured.
+its invariants checked: bench/chaos/) and `scale` (networks of 16 to 64 routers beside
+qdrouterd's: convergence, a far consumer's first message, what they cost at rest). Exits 1
+if any scenario failed, after still writing what the others measured.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import autoscaling, collector, console, network, nodes, one_router
+from bench import autoscaling, collector, console, network, nodes, one_router, scale
 from bench.chaos import run as chaos
 from bench.clients import BUILD_DIR, BenchError, build
 from bench.one_router import RESULTS_DIR
@@ -30,7 +31,16 @@ DEFAULT_COUNT = 1_000_000
 QUICK_COUNT = 100_000
 DEFAULT_LATENCY_SECONDS = 20.0
 QUICK_LATENCY_SECONDS = 5.0
-SUITES = ("one-router", "network", "nodes", "collector", "autoscaling", "console", "chaos")
+SUITES = (
+    "one-router",
+    "network",
+    "nodes",
+    "collector",
+    "autoscaling",
+    "console",
+    "chaos",
+    "scale",
+)
 
 
 def _positive(kind: type[int] | type[float]) -> Any:
@@ -123,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
 def _default_output(suite: str, via: str) -> Path:
     if suite == "network":
         return RESULTS_DIR / "network.json"
-    if suite in ("nodes", "collector", "autoscaling", "console", "chaos"):
+    if suite in ("nodes", "collector", "autoscaling", "console", "chaos", "scale"):
         return RESULTS_DIR / f"{suite}.json"
     return RESULTS_DIR / "one-router.json" if via == "router" else BUILD_DIR / "one-broker.json"
 
@@ -136,6 +146,7 @@ def _markdown(results: dict[str, Any]) -> str:
         "autoscaling": autoscaling,
         "console": console,
         "chaos": chaos,
+        "scale": scale,
     }
     return modules.get(results.get("benchmark", ""), one_router).markdown(results)
 
@@ -162,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "autoscaling": list(autoscaling.SCENARIOS),
         "console": list(console.SCENARIOS),
         "chaos": list(chaos.SCENARIOS),
+        "scale": [*scale.SCENARIOS, *scale.EXTRA_SCENARIOS],
     }
     by_default = {
         "autoscaling": list(autoscaling.SCENARIOS),
@@ -171,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "collector": list(collector.SCENARIOS),
         "console": list(console.SCENARIOS),
         "chaos": list(chaos.SCENARIOS),
+        "scale": list(scale.SCENARIOS),
     }
     suites = list(SUITES) if suite == "all" else [suite]
     names = args.scenarios.split(",") if args.scenarios else None
@@ -230,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             # Its network's state and logs: beside an --output given, else under bench/build/.
             logs = (BUILD_DIR if args.output is None else output.parent) / "chaos"
             results = chaos.run(chosen, seconds, args.seed, log_dir=logs)
+        elif s == "scale":
+            assert clients is not None
+            results = scale.run(clients, chosen, log_dir=output.parent, quick=args.quick)
         elif s == "one-router":
             assert clients is not None
             by_name = {sc.name: sc for sc in one_router.scenarios(args.via)}

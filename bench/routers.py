@@ -200,6 +200,8 @@ def network(
     telemetry: dict[str, Any] | None = None,
     config: Callable[[str], dict[str, Any]] | None = None,
     qdrouterd: bool = False,
+    sequential: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> Iterator[tuple[dict[str, Router], dict[str, dict[str, Any]]]]:
     """Starts one fresh interior router per spec and waits until every router reaches every
     other at its shortest-path cost; yields the routers and each one's `router.node` view.
@@ -209,7 +211,10 @@ def network(
     beside the log (`<scenario>-<id>.config.log`, ignored by git like the logs; the flags give
     the rest). `config`: more of each router's configuration by its id (`addresses`, `store`),
     in that same file. `qdrouterd`: qdrouterd routers (QDROUTERD) instead, one worker thread
-    each, configured alike (`<scenario>-<id>.conf`)."""
+    each, configured alike (`<scenario>-<id>.conf`). `sequential`: each router listens before
+    the next starts, so that no connector finds its peer not yet there (qdrouterd would wait 5
+    s to dial again). `timings`: filled with the monotonic times at which every router
+    listened (``listening``) and the network converged (``converged``)."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
     ports = {s.id: (free_port(), free_port()) for s in specs}
     expected = shortest_costs(specs)
@@ -239,9 +244,16 @@ def network(
                 running(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR, env=env)
             )
             routers[spec.id] = Router(spec.id, port, ir_port, proc)
+            if sequential:
+                try:
+                    wait_for_port(proc, port, f"router {spec.id}", START_TIMEOUT_S)
+                except BenchError as e:
+                    raise BenchError(f"{e}; see {log_dir}/{scenario}-*.log") from e
         try:
             for r in routers.values():
                 wait_for_port(r.proc, r.port, f"router {r.id}", START_TIMEOUT_S)
+            if timings is not None:
+                timings["listening"] = time.monotonic()
             with ExitStack() as mgmt_stack:
                 mgmts = {
                     rid: mgmt_stack.enter_context(management(r.port)) for rid, r in routers.items()
@@ -249,6 +261,8 @@ def network(
                 views = wait_until(
                     lambda: _converged(mgmts, expected), CONVERGE_TIMEOUT_S, "network convergence"
                 )
+                if timings is not None:
+                    timings["converged"] = time.monotonic()
         except BenchError as e:
             raise BenchError(f"{e}; see {log_dir}/{scenario}-*.log") from e
         yield routers, views

@@ -118,6 +118,49 @@ def test_convergence_means_shortest_path_costs() -> None:
     assert costs["B"]["D"] == 3
 
 
+def test_the_scale_suites_topologies() -> None:
+    """Each router dials only routers started before it (the suite starts them in order), the
+    ring's chords shorten its paths, and the far end is the farthest router."""
+    program = """
+import json
+from bench import scale
+from bench.routers import shortest_costs
+out = {}
+for name in ("ring-8", "ring-16", "ring-64", "line-16"):
+    specs = scale.topology(name)
+    order = [s.id for s in specs]
+    out[name] = {
+        "routers": len(specs),
+        "links": sum(len(s.connect) for s in specs),
+        "dial_earlier": all(order.index(p) < i for i, s in enumerate(specs) for p, _ in s.connect),
+        "reach": all(len(c) == len(specs) - 1 for c in shortest_costs(specs).values()),
+        "far": [far := scale.farthest(specs, "R00"), shortest_costs(specs)["R00"][far]],
+    }
+print(json.dumps(out))
+"""
+    done = _python("-c", program)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert all(t["dial_earlier"] and t["reach"] for t in found.values()), found
+    assert (found["ring-16"]["links"], found["ring-64"]["links"]) == (17, 68)  # 1 and 4 chords
+    assert found["ring-64"]["far"][1] < 32 // 2 + 2  # a ring of 64 alone: 32 hops
+    assert found["line-16"] == {**found["line-16"], "links": 15, "far": ["R15", 15]}
+
+
+@pytest.mark.network
+@pytest.mark.timeout(RUN_LIMIT)
+def test_scale_suite_runs_and_renders(tmp_path: Path) -> None:
+    output = tmp_path / "scale.json"
+    ran = _bench("--suite", "scale", "--scenarios", "ring-8", "--quick", "--output", str(output))
+    assert ran.returncode == 0, ran.stderr
+    ours = json.loads(output.read_text())["scenarios"]["ring-8"]["routernet"]
+    assert (ours["routers"], ours["links"], ours["farthest"]["hops"]) == (8, 9, 2)
+    assert ours["converge_s"] > 0 and 0 < ours["first_message_s"] < 30
+    assert 0 <= ours["cpu_percent_mean"] < 100 and ours["rss_mib_mean"] > 10
+    assert ours["sent_bytes_per_s"] > 0  # hellos, every second
+    assert "| consumer attach to first message, s |" in ran.stdout
+
+
 @pytest.mark.network
 @pytest.mark.timeout(RUN_LIMIT)
 def test_collector_suite_runs_and_renders(tmp_path: Path) -> None:
