@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import selectors
 import shlex
 import signal
@@ -140,6 +141,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on loopback now, below the kernel's range for outgoing
+    connections: a port that range gave out (`free_port`) can be taken again by a router's
+    connector before the router meant to listen on it starts, which with a hundred of them
+    starting one by one happens. From a random point of that stretch, so that two runs side
+    by side (tests on two workers) do not pick the same ones."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    stretch = list(range(max(1024, ephemeral_low - 12_000), ephemeral_low))
+    start = random.randrange(len(stretch))
+    found: list[int] = []
+    for port in stretch[start:] + stretch[:start]:
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise BenchError(f"not {count} free ports below {ephemeral_low} on {HOST}")
 
 
 def wait_for_port(proc: subprocess.Popen[Any], port: int, what: str, timeout: float) -> None:

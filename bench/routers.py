@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.clients import HOST, BenchError, free_port, running, wait_for_port
+from bench.clients import HOST, BenchError, free_ports, running, wait_for_port
 from bench.one_router import REPO_DIR, START_TIMEOUT_S
 
 # A qdrouterd binary: `network(..., qdrouterd=True)` runs it instead of our routers.
@@ -216,7 +216,8 @@ def network(
     s to dial again). `timings`: filled with the monotonic times at which every router
     listened (``listening``) and the network converged (``converged``)."""
     env = {**os.environ, "ROUTERNET_PURE": "1" if source else ""}
-    ports = {s.id: (free_port(), free_port()) for s in specs}
+    chosen = iter(free_ports(2 * len(specs)))
+    ports = {s.id: (next(chosen), next(chosen)) for s in specs}
     expected = shortest_costs(specs)
     routers: dict[str, Router] = {}
     with ExitStack() as stack:
