@@ -24,7 +24,6 @@ mesh of several paths, as sites are wired); and a line, the longest paths for it
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.clients import PIPES, BenchError, Clients, receiver_args, report, running, sender_args
+from bench.one_router import proc_cpu_seconds, proc_status_mib
 from bench.routers import QDROUTERD_BINARY, Router, Spec, network, shortest_costs
 
 SETTLE_S = 5.0
@@ -78,15 +78,6 @@ def farthest(specs: tuple[Spec, ...], start: str) -> str:
     return max(costs, key=lambda rid: (costs[rid], rid))
 
 
-def _proc_stat(pid: int) -> tuple[float, int]:
-    """(CPU seconds so far, RSS bytes) of process `pid`."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return cpu, int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def sent_bytes(pids: set[int]) -> int:
     """Bytes the TCP sockets of processes `pids` have sent (and had acknowledged) so far."""
     out = subprocess.run(
@@ -104,15 +95,14 @@ def sent_bytes(pids: set[int]) -> int:
 def at_rest(routers: Mapping[str, Router], seconds: float) -> dict[str, Any]:
     """CPU, RSS and bytes written by the routers over `seconds` of doing nothing else."""
     pids = {r.proc.pid for r in routers.values()}
-    before = {rid: _proc_stat(r.proc.pid) for rid, r in routers.items()}
+    before = {rid: proc_cpu_seconds(r.proc.pid) for rid, r in routers.items()}
     sent = sent_bytes(pids)
     started = time.monotonic()
     time.sleep(seconds)
     took = time.monotonic() - started
-    after = {rid: _proc_stat(r.proc.pid) for rid, r in routers.items()}
+    cpu = [100 * (proc_cpu_seconds(r.proc.pid) - before[rid]) / took for rid, r in routers.items()]
     sent = sent_bytes(pids) - sent
-    cpu = [100 * (after[r][0] - before[r][0]) / took for r in routers]
-    rss = [after[r][1] / 2**20 for r in routers]
+    rss = [proc_status_mib(r.proc.pid, "VmRSS") for r in routers.values()]
     return {
         "cpu_percent_mean": round(sum(cpu) / len(cpu), 3),
         "cpu_percent_max": round(max(cpu), 3),
