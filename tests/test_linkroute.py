@@ -270,6 +270,41 @@ def test_detach_and_close_are_passed_on_as_such(router: RouterProcess, world: Wo
     ]
 
 
+class SendsAfterDetach(FakeBroker):
+    """A container that, as RabbitMQ 3.10 does, goes on sending on a link the router has
+    closed, with the credit it had, before it answers the detach (if ever)."""
+
+    def __init__(self, world: World, url: str, late: int) -> None:
+        self.late = late
+        super().__init__(world, url)
+
+    def on_link_remote_close(self, event: Any) -> None:
+        super().on_link_remote_close(event)
+        link = event.link
+        if link.is_sender:
+            for i in range(min(self.late, link.credit)):
+                link.send(Message(body=f"late-{i}", address=link.source.address))
+
+
+def test_what_the_container_sends_after_the_routers_detach_is_released(
+    router: RouterProcess, world: World
+) -> None:
+    """The client's receiver goes; the container, not having read the router's detach of
+    the routed link yet, sends on it: each of those is released at once, so the container
+    can give it to its next consumer. Unanswered, RabbitMQ held them unacknowledged for as
+    long as the router's session lasted (the chaos soak lost 16 so)."""
+    broker = SendsAfterDetach(world, router.listener_url(1), late=6)
+    client = world.connect(router.url)
+    receiver = client.receiver("queue.jobs", credit=10)
+    assert receiver.attached
+    world.run_until(lambda: any(lk.credit == 10 for lk in broker.by_name.values()))
+    receiver.close()
+    world.run_until(lambda: len(broker.settled) == 6, what="the late ones answered")
+    assert broker.settled == [RELEASED] * 6
+    world.run_for(0.3)
+    assert len(broker.settled) == 6 and router.alive()
+
+
 def test_a_clients_connection_closing_detaches_its_routed_links_at_the_container(
     router: RouterProcess, world: World
 ) -> None:

@@ -33,6 +33,7 @@ from router.datapath.forwarder import (
     AddressEntry,
     Forwarder,
     Message,
+    late_delivery,
     new_delivery,
 )
 from router.datapath.interest import Interest
@@ -134,10 +135,11 @@ class Router:
         self.listeners: list[tuple[socket.socket, Any]] = []
         self.conns: dict[int, Connection] = {}
         self.links: dict[Any, Link] = {}
-        # Links we attached and then detached before the peer answered the attach: Proton keeps
-        # each until the peer's attach and detach come back (`answered_late`), or that attach
-        # would make a new link here, one the peer never meant (see `detach`).
+        # Links we detached before the peer answered (our attach, or our detach): Proton keeps
+        # each until the peer's detach comes back (`answered_late`), or its answering attach
+        # would make a new link here, or what it sent meanwhile would go unanswered (`detach`).
         self.unanswered: dict[Any, Connection] = {}
+        self.answered: list[tuple[Any, Connection]] = []  # to free after this turn's output
         self.dirty: set[Connection] = set()
         self.interest = Interest(self.sel)  # what each connection's socket is watched for
         self.conn_ids = count(1)
@@ -395,6 +397,11 @@ class Router:
                 if lib.pn_collector_peek(conn.collector):
                     self.dirty.add(conn)
                 interest.update(conn)
+            if self.answered:
+                for p, conn in self.answered:
+                    if not conn.dead:
+                        lib.pn_link_free(p)
+                self.answered.clear()
             if fwd.paused:  # output went out: streams waiting for it may read more
                 for stream in fwd.paused:
                     if not stream.blocked():
@@ -523,6 +530,7 @@ class Router:
         conn.links.clear()
         for p in [p for p, owner in self.unanswered.items() if owner is conn]:
             del self.unanswered[p]  # freed with the connection
+        self.answered = [(p, owner) for p, owner in self.answered if owner is not conn]
         self.interest.remove(conn)
         self.conns.pop(conn.fd, None)
         self.dirty.discard(conn)
@@ -665,6 +673,7 @@ class Router:
         self.links_ended([link for link in conn.links if lib.pn_link_session(link.pn) == s])
         for p in [p for p in self.unanswered if lib.pn_link_session(p) == s]:
             del self.unanswered[p]  # freed with the session
+        self.answered = [(p, c) for p, c in self.answered if lib.pn_link_session(p) != s]
         self.policy.session_ended(s)
         lib.pn_session_close(s)
         lib.pn_session_free(s)
@@ -700,7 +709,7 @@ class Router:
         else:
             if link.kind == "node":
                 self.nodes.detached(link, closed=True)
-            self.detach(link)
+            self.detach(link, answering=True)
 
     def on_link_detach(self, conn: Connection, ev: Any) -> None:
         """A detach that keeps the link's state at the peer (a durable subscription, say):
@@ -715,10 +724,11 @@ class Router:
         else:
             if link.kind == "node":
                 self.nodes.detached(link, closed=False)
-            self.detach(link, closed=False)
+            self.detach(link, closed=False, answering=True)
 
-    def detach(self, link: Link, closed: bool = True) -> None:
-        """Resolve the link's deliveries, answer the detach, and let Proton free the link."""
+    def detach(self, link: Link, closed: bool = True, answering: bool = False) -> None:
+        """Resolve the link's deliveries, detach the link (`answering`: the peer's detach),
+        and let Proton free it once the peer has detached too."""
         if link.peer is not None:
             # A routed link going with its session or connection: its partner is told now,
             # while both exist (router/linkroutes/relay.py), not left pointing at a freed link.
@@ -740,10 +750,17 @@ class Router:
                 lib.pn_link_close(p)
             else:
                 lib.pn_link_detach(p)
-        if state & lib.PN_REMOTE_UNINIT:
-            # Our attach is not answered yet. Freed now, the link would leave Proton's session
-            # and the peer's answering attach would arrive as a new link from the peer, which
-            # we would answer in turn, and so on for ever.
+        if state & lib.PN_REMOTE_UNINIT or (
+            closed and not answering and not state & lib.PN_REMOTE_CLOSED
+        ):
+            # Kept until the peer detaches too. Freed before our attach is answered, the link
+            # would leave Proton's session and the peer's answering attach would arrive as a
+            # new link from the peer, which we would answer in turn, and so on for ever. Freed
+            # before our close is answered, what the peer sent meanwhile would be forgotten by
+            # Proton with the peer's detach, unanswered (`late_delivery` answers it). Not so a
+            # detach that keeps the terminus: peers need not answer it (python-qpid-proton
+            # does not) before they attach the link again under its name, which a link still
+            # here would take.
             self.unanswered[p] = link.conn
         else:
             lib.pn_link_free(p)
@@ -751,9 +768,13 @@ class Router:
         log.debug("link.detached", conn=link.conn.conn_id, link=link.identity)
 
     def answered_late(self, p: Any) -> None:
-        """The peer's detach of a link we detached before it answered: now it can go."""
-        if self.unanswered.pop(p, None) is not None:
-            lib.pn_link_free(p)
+        """The peer's detach of a link we detached before it answered: the link goes once
+        this turn's output is written. Freed now, Proton would drop with it the answers to
+        what the peer sent just before its detach (`late_delivery`)."""
+        conn = self.unanswered.pop(p, None)
+        if conn is not None:
+            self.answered.append((p, conn))
+            self.fwd.touched.add(conn)
 
     def on_link_flow(self, conn: Connection, ev: Any) -> None:
         link = self.links.get(lib.pn_event_link(ev))
@@ -769,6 +790,10 @@ class Router:
     def on_delivery(self, pn: Any, d: Any) -> None:
         link = self.links.get(pn)
         if link is None:
+            conn = self.unanswered.get(pn)
+            if conn is not None:  # detached by us, the peer not told yet
+                late_delivery(pn, d)
+                self.fwd.touched.add(conn)
             return
         if link.kind == "routed":
             self.routed_delivery(link, d)

@@ -983,6 +983,31 @@ def release_unread(p: Any) -> None:
         d = after
 
 
+DISCARD_BYTES: Final = 65536
+_DISCARD: Final = ffi.new("char[]", DISCARD_BYTES)
+
+
+def late_delivery(p: Any, d: Any) -> None:
+    """A delivery on link `p`, which the router detached and the peer has not answered yet.
+
+    A sender that has not read the detach keeps sending on the link: RabbitMQ 3.10 goes on
+    giving a closed receiving link's credit to its consumer, and holds what it sent there
+    unacknowledged until the session ends, so a message left unanswered here is gone for the
+    link's next consumer. Released, it goes back to the queue. On a link of ours that sent,
+    the peer settling a delivery is the end of it."""
+    if lib.pn_link_is_receiver(p):
+        if lib.pn_link_current(p) == d:  # read and dropped: unread, it fills the session window
+            while lib.pn_link_recv(p, _DISCARD, DISCARD_BYTES) > 0:
+                pass
+        if lib.pn_delivery_partial(d):
+            return  # answered once whole
+        if not lib.pn_delivery_settled(d):
+            lib.pn_delivery_update(d, RELEASED)
+        lib.pn_delivery_settle(d)
+    elif lib.pn_delivery_settled(d):
+        lib.pn_delivery_settle(d)
+
+
 def new_delivery(link: Link) -> Any:
     link.tag += 1
     pack_tag(TAG_VIEW, 0, link.tag)

@@ -428,7 +428,7 @@ class LinkRouter:
             peer.peer = None
             copy_condition(lib.pn_link_remote_condition(link.pn), lib.pn_link_condition(peer.pn))
             self.release(peer, closed)
-        self.router.detach(link, closed=closed)
+        self.router.detach(link, closed=closed, answering=True)
 
     def lost(self, link: Link) -> None:
         """`link`'s session or connection is gone (closed or lost: either way its links were
