@@ -190,6 +190,30 @@ def test_the_edge_is_told_when_its_addresses_have_consumers(
     assert len(edge.told()) == 2
 
 
+def test_an_edge_whose_link_for_an_address_came_again_is_told_again(
+    interior: RouterProcess, world: World
+) -> None:
+    """The edge ends its link for q1 and attaches another in the same breath (its last client
+    sender went and a new one came, as after the edge was stopped for a while): the interior
+    reads both between two of its ticks. The new link is told afresh that q1 has consumers, as
+    Dispatch tells each link once attached; told per address only, the edge, which forgot it
+    with the old link, waited for an answer that never came and its senders got no credit
+    (found by the chaos soak, seed 29: an edge's senders starved after its SIGSTOP)."""
+    edge = DispatchEdge(world, url(interior, "edge"))
+    Receiver(world.connect(interior.url), "q1")
+    outlink = Sender(edge.client, "q1", name="edge.sends.q1.1")
+    world.run_until(lambda: edge.told() == [["M0q1", True]], timeout=5, what="q1 reachable")
+
+    outlink.link.close()
+    again = Sender(
+        edge.client, "q1", name="edge.sends.q1.2"
+    )  # no turn of the event loop between the two
+    world.run_until(lambda: again.attached, what="the new link")
+    world.run_until(lambda: edge.told() == [["M0q1", True]] * 2, timeout=5, what="q1 told again")
+    world.run_for(0.5)
+    assert edge.told() == [["M0q1", True]] * 2  # once for the new link, not every tick
+
+
 def test_the_edges_space_is_reached_through_its_downlink(
     interior: RouterProcess, world: World
 ) -> None:

@@ -101,9 +101,10 @@ def tracking_update(key: str, has_destinations: bool) -> bytes:
 class DispatchEdges:
     def __init__(self, router: Router) -> None:
         self.router = router
-        # Per edge connection: our tracking sender, and what it last told about each address.
+        # Per edge connection: our tracking sender, and what it last told about each address
+        # and to which of the edge's links for it.
         self.trackers: dict[Connection, Link] = {}
-        self.told: dict[Connection, dict[str, bool]] = {}
+        self.told: dict[Connection, dict[str, tuple[bool, set[Link]]]] = {}
         # Edges with a heartbeat link attached: that link, when we last heard from each, and
         # those heard from since the last tick (the clock is tick's alone).
         self.beating: dict[Connection, Link] = {}
@@ -157,19 +158,24 @@ class DispatchEdges:
             if router.links.get(tracker.pn) is not tracker:
                 del self.trackers[conn], self.told[conn]
                 continue
-            told = self.told[conn]
-            sending: set[str] = set()
+            sending: dict[str, tuple[AddressEntry, set[Link]]] = {}
             for link in conn.links:
                 entry = link.entry
                 if not link.incoming or entry is None:
                     continue
                 key = entry.key
                 if key[0] == "M" and key not in self.served:  # not the protocol's own links
-                    sending.add(key)
-                    has = beyond(router.fwd, entry, conn)
-                    if told.get(key, False) != has:
-                        told[key] = has
-                        router.send_control(tracker, tracking_update(key, has))
+                    sending.setdefault(key, (entry, set()))[1].add(link)
+            told = self.told[conn]
+            for key, (entry, links) in sending.items():
+                has = beyond(router.fwd, entry, conn)
+                was, reached = told.get(key, (False, set()))
+                # A link attached since is told too (Dispatch tells each link as it attaches):
+                # the edge may have replaced its link between two ticks and forgotten with
+                # the old one what it was told.
+                if was != has or (has and not links <= reached):
+                    router.send_control(tracker, tracking_update(key, has))
+                told[key] = (has, links)
             for key in [key for key in told if key not in sending]:
                 del told[key]  # the edge detached its link: attached again, it is told afresh
         for conn in self.fresh:

@@ -20,6 +20,7 @@ come.
 
 from __future__ import annotations
 
+from itertools import count
 from typing import TYPE_CHECKING, Any
 
 from proton import Message as ProtonMessage
@@ -47,6 +48,7 @@ class Tracking:
         self.destined: set[str] = set()  # keys the interior says have destinations
         self.untracked: set[str] = set()  # keys whose sender the interior refused
         self.refused = False  # the interior refused the tracking link itself
+        self.serial = count(1)
         router.fwd.local_handlers[parse(TRACKING, router.id).key] = self.on_update
 
     def reachable(self, entry: AddressEntry) -> bool:
@@ -77,7 +79,10 @@ class Tracking:
         if key[0] != "M" or key in self.senders or key in self.untracked:
             return
         router = self.router
-        p = lib.pn_sender(session, f"edge.sends.{router.id}.{entry.address}".encode())
+        # A name of its own each time: a link replacing one whose detach the interior has not
+        # answered yet, under the same name, is the old link to the interior's Proton.
+        name = f"edge.sends.{router.id}.{entry.address}.{next(self.serial)}"
+        p = lib.pn_sender(session, name.encode())
         lib.pn_terminus_set_address(lib.pn_link_target(p), entry.address.encode())
         lib.pn_link_open(p)
         link = router.register_link(p, conn, incoming=False)
