@@ -20,6 +20,7 @@ from clients import (
     RELEASED,
     Client,
     Management,
+    Sender,
     World,
     blocking_round_trip,
     settle,
@@ -270,39 +271,69 @@ def test_detach_and_close_are_passed_on_as_such(router: RouterProcess, world: Wo
     ]
 
 
-class SendsAfterDetach(FakeBroker):
-    """A container that, as RabbitMQ 3.10 does, goes on sending on a link the router has
-    closed, with the credit it had, before it answers the detach (if ever)."""
+class SendsAfterDetach(Sender):
+    """A client sender that goes on sending on its link after the router closed it, with the
+    credit it had, before it answers the close: it had not read the close yet."""
 
-    def __init__(self, world: World, url: str, late: int) -> None:
+    def __init__(self, client: Client, target: str, late: int) -> None:
         self.late = late
-        super().__init__(world, url)
+        super().__init__(client, target, name="late-sender")
 
     def on_link_remote_close(self, event: Any) -> None:
-        super().on_link_remote_close(event)
-        link = event.link
-        if link.is_sender:
-            for i in range(min(self.late, link.credit)):
-                link.send(Message(body=f"late-{i}", address=link.source.address))
+        if self.link.credit > 0:
+            self.send_all(Message(body=f"late-{i}") for i in range(self.late))
+        self.link.close()
 
 
-def test_what_the_container_sends_after_the_routers_detach_is_released(
+def test_what_a_peer_sends_after_the_routers_close_is_released(
     router: RouterProcess, world: World
 ) -> None:
-    """The client's receiver goes; the container, not having read the router's detach of
-    the routed link yet, sends on it: each of those is released at once, so the container
-    can give it to its next consumer. Unanswered, RabbitMQ held them unacknowledged for as
-    long as the router's session lasted (the chaos soak lost 16 so)."""
-    broker = SendsAfterDetach(world, router.listener_url(1), late=6)
+    """The container closes its end of a routed link; the router closes the client's, which,
+    not having read that yet, sends on it: each of those is released (the client may send
+    it again), not left without an answer. Freed at once, the link took with it Proton's
+    record of them when the client's answering detach came, and the router never answered
+    them."""
+    broker = FakeBroker(world, router.listener_url(1))
     client = world.connect(router.url)
-    receiver = client.receiver("queue.jobs", credit=10)
-    assert receiver.attached
-    world.run_until(lambda: any(lk.credit == 10 for lk in broker.by_name.values()))
-    receiver.close()
-    world.run_until(lambda: len(broker.settled) == 6, what="the late ones answered")
-    assert broker.settled == [RELEASED] * 6
-    world.run_for(0.3)
-    assert len(broker.settled) == 6 and router.alive()
+    sender = SendsAfterDetach(client, "queue.in", late=6)
+    client.links.append(sender)
+    world.run_until(lambda: sender.credit > 0, what="the container's credit")
+    broker.by_name["late-sender"].close()
+    world.run_until(lambda: sender.closed and len(sender.sent) == 6, what="the late sends")
+    world.run_until(sender.all_settled, what="the late ones answered")
+    assert [t.outcome for t in sender.sent] == ["released"] * 6
+    assert broker.received == [] and router.alive()
+
+
+def test_what_a_container_sends_goes_on_a_session_of_its_own_ended_with_the_link(
+    router: RouterProcess, world: World
+) -> None:
+    """Each routed link the container sends on has a session of its own, which the router
+    ends once the link is closed: RabbitMQ 3.10 can strand messages on the session of a
+    consumer it is cancelling, and gives them back to its queue when that session ends.
+    Links the container receives on share one session, as before."""
+    broker = FakeBroker(world, router.listener_url(1))
+    client = world.connect(router.url)
+    client.receiver("queue.a", name="ra", credit=1)
+    rb = client.receiver("queue.b", name="rb", credit=1)
+    client.sender("queue.c", name="sc")
+    client.sender("queue.d", name="sd")
+    ends = broker.by_name
+    world.run_until(lambda: {"ra", "rb", "sc", "sd"} <= ends.keys(), what="all at the container")
+    sessions = {name: ends[name].session for name in ("ra", "rb", "sc", "sd")}
+    assert sessions["ra"] != sessions["rb"]
+    assert sessions["sc"] == sessions["sd"] and sessions["sc"] not in (
+        sessions["ra"],
+        sessions["rb"],
+    )
+
+    client.links[0].close()
+    world.run_until(
+        lambda: bool(sessions["ra"].state & Endpoint.REMOTE_CLOSED), what="ra's session ended"
+    )
+    assert not sessions["rb"].state & Endpoint.REMOTE_CLOSED
+    broker.serve("queue.b", 1)
+    world.run_until(lambda: rb.bodies == ["m0"], what="rb served on")
 
 
 def test_a_clients_connection_closing_detaches_its_routed_links_at_the_container(

@@ -47,6 +47,7 @@ from router.core import attach
 from router.datapath.forwarder import TERMINAL, copy_disposition, new_delivery
 from router.datapath.links import Link
 from router.datapath.sessions import OwnSessions
+from router.datapath.streaming import open_session
 from router.linkroutes.scoped import (
     BAD_REQUEST,
     CREATORS,
@@ -143,6 +144,13 @@ class LinkRouter:
         self.remote: dict[str, set[str]] = {}
         self.advertised: set[str] = set()
         self.sessions = OwnSessions()
+        # A container's sending end of a routed link gets a session of its own, ended with
+        # the link. RabbitMQ 3.10 may hand its queue's messages to a consumer it is cancelling
+        # for our detach: they never leave it ("Delivery to non-existent consumer" in its
+        # log) and stay unacknowledged on the session's channel, lost to the next consumer,
+        # until that session ends and it gives them back to the queue (the chaos soak lost
+        # 15 so at a stop of the router serving the consumer).
+        self.own_sessions: dict[Link, Any] = {}
         self.scoped = ScopedRoutes()
 
     # ----- routes and containers -----------------------------------------------------------
@@ -340,7 +348,12 @@ class LinkRouter:
             name = next(
                 n for i in count(1) if not self.taken(conn, n := f"{link.name}#{i}", link.incoming)
             )
-        session = self.session(conn)
+        own = not link.incoming and conn.role not in RELAYING_ROLES
+        if own:
+            session = lib.pn_session(conn.pn)
+            open_session(session, conn)
+        else:
+            session = self.session(conn)
         q = (
             lib.pn_sender(session, cbytes(name))
             if link.incoming
@@ -365,6 +378,8 @@ class LinkRouter:
         if properties:
             data_put(lib.pn_link_properties(q), properties)
         peer = self.router.register_link(q, conn, incoming=not link.incoming)
+        if own:
+            self.own_sessions[peer] = session
         peer.kind = "routed"
         peer.address = link.address
         peer.rewrite = back
@@ -428,13 +443,17 @@ class LinkRouter:
             peer.peer = None
             copy_condition(lib.pn_link_remote_condition(link.pn), lib.pn_link_condition(peer.pn))
             self.release(peer, closed)
+        own = self.own_sessions.pop(link, None)
         self.router.detach(link, closed=closed, answering=True)
+        if own is not None:
+            lib.pn_session_close(own)
 
     def lost(self, link: Link) -> None:
         """`link`'s session or connection is gone (closed or lost: either way its links were
         not closed): its partner is detached with qd:routed-link-lost, as Dispatch does, and
         closed only if the terminus would not survive the disconnect (expiry-policy never, or
         a timeout), so that a durable subscription at the container stays."""
+        self.own_sessions.pop(link, None)  # going with it
         peer = link.peer
         link.peer = None
         if peer is None or peer.conn.dead:
@@ -456,10 +475,15 @@ class LinkRouter:
     def release(self, link: Link, closed: bool) -> None:
         if lib.pn_link_state(link.pn) & lib.PN_LOCAL_UNINIT:
             lib.pn_link_open(link.pn)  # the attach must be answered before the detach
+        own = self.own_sessions.pop(link, None)
         self.router.detach(link, closed=closed)
+        if own is not None:
+            lib.pn_session_close(own)  # after the detach: a terminus kept outlives the session
 
     def connection_closed(self, conn: Connection) -> None:
         self.sessions.forget(conn)
+        for link in [lk for lk in self.own_sessions if lk.conn is conn]:
+            del self.own_sessions[link]
         for link in list(conn.links):
             if link.peer is not None:
                 self.lost(link)
