@@ -139,7 +139,8 @@ class Router:
         # each until the peer's detach comes back (`answered_late`), or its answering attach
         # would make a new link here, or what it sent meanwhile would go unanswered (`detach`).
         self.unanswered: dict[Any, Connection] = {}
-        self.answered: list[tuple[Any, Connection]] = []  # to free after this turn's output
+        # Answered ones, freed after this turn's output (but with a connection gone: with it).
+        self.answered: list[tuple[Any, Connection]] = []
         self.dirty: set[Connection] = set()
         self.interest = Interest(self.sel)  # what each connection's socket is watched for
         self.conn_ids = count(1)
@@ -530,7 +531,6 @@ class Router:
         conn.links.clear()
         for p in [p for p, owner in self.unanswered.items() if owner is conn]:
             del self.unanswered[p]  # freed with the connection
-        self.answered = [(p, owner) for p, owner in self.answered if owner is not conn]
         self.interest.remove(conn)
         self.conns.pop(conn.fd, None)
         self.dirty.discard(conn)
