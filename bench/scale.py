@@ -14,9 +14,11 @@ first, so each scenario times what grows with the number of routers:
 - first message: a sender on the first router sends to an address nobody consumes; a receiver
   attaches on the router farthest from it: from the receiver's attach to its first message
   (the address advertised hop by hop, the sender's credit coming back, the message going out);
-- at rest, SETTLE_S after convergence, over IDLE_S: CPU per router (% of one core), RSS per
-  router, and the bytes all routers together send per second (their sockets' bytes_acked, as
-  `ss -ti` counts them: the hellos and router advertisements).
+- at rest, SETTLE_S after convergence (past Dispatch's flux window, two raIntervalFluxSeconds
+  after the last topology change, when RAs slow to one per raIntervalSeconds), over IDLE_S:
+  CPU per router (% of one core), RSS per router, and the bytes all routers together send
+  per second (their sockets' bytes_acked, as `ss -ti` counts them: the hellos and router
+  advertisements).
 
 Topologies: a ring whose router i dials i+1, with a chord from i to i+n/2 every 8 routers (a
 mesh of several paths, as sites are wired); and a line, the longest paths for its size.
@@ -36,7 +38,7 @@ from bench.clients import PIPES, BenchError, Clients, receiver_args, report, run
 from bench.one_router import proc_cpu_seconds, proc_status_mib
 from bench.routers import QDROUTERD_BINARY, Router, Spec, network, shortest_costs
 
-SETTLE_S = 5.0
+SETTLE_S = 10.0
 IDLE_S = 30.0
 """One router advertisement period: a router sends one RA in it, and a hello every second."""
 FIRST_RATE = 1_000.0

@@ -315,6 +315,22 @@ def test_quiet_network_sends_little() -> None:
     assert 4 * 29 <= by_opcode["HELLO"] <= 4 * 31
 
 
+def test_advertisements_slow_down_two_flux_intervals_after_the_last_change() -> None:
+    """Dispatch's cadence: RAs every raIntervalFluxSeconds while the topology changes, every
+    raIntervalSeconds once it has not for two flux intervals."""
+    net = build(("A", "B", 1), ("B", "C", 1))
+    net.run_until(lambda: converged(net), limit=3.0)
+    changed = max(r.cp.last_topology_change for r in net.routers.values())
+    net.run(changed + 2 * TIMERS.raIntervalFluxSeconds - net.now)
+    assert all(r.cp.in_flux(net.now) for r in net.routers.values())
+    net.run(TICK)
+    assert not any(r.cp.in_flux(net.now) for r in net.routers.values())
+    net.log.clear()
+    net.run(20.0)
+    ras = [s.sender for s in net.log if s.opcode == "RA"]
+    assert len(ras) <= 3 and len(set(ras)) == len(ras)  # at most one each, not one per 4 s
+
+
 # ----- mobile addresses ----------------------------------------------------------------------
 
 

@@ -117,8 +117,14 @@ class ControlPlane:
         self._settle(now)
         if self.mobile.tick(now):
             self.ls.send_ra(now)  # after the MAU, so nobody asks for what is on its way
-        in_flux = now - self.last_topology_change <= self.timers.raIntervalSeconds
-        self.ls.periodic_ra(now, in_flux)
+        self.ls.periodic_ra(now, self.in_flux(now))
+
+    def in_flux(self, now: float) -> bool:
+        """Whether RAs go at the flux interval: for two flux intervals after the topology last
+        changed, as Dispatch's node tracker decides (`flux_interval`). Longer, and every router
+        of a settled network keeps flooding RAs every few seconds (each RA reaching every
+        router over every loop-free path) long after there is anything new to say."""
+        return now - self.last_topology_change <= 2 * self.timers.raIntervalFluxSeconds
 
     def link_up(self, link: Hashable, cost: int, now: float) -> None:
         """A control link to some (not yet known) neighbor is up; `cost` is the larger of both
