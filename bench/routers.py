@@ -133,18 +133,22 @@ def _converged(
 ) -> dict[str, dict[str, Any]] | None:
     """Each router's view of the others (`router.node` rows by id) once every router reaches
     every other one at its shortest-path cost; None before. Every router being reachable is
-    not enough: a longer path can be known before the shorter one."""
+    not enough: a longer path can be known before the shorter one.
+
+    Every router is asked each time, even once one is seen not there yet: a connection left
+    unused past qdrouterd's idle timeout (16 s) is closed by it, and its convergence can take
+    longer than that."""
     views = {}
     for rid, m in mgmts.items():
         rows = m.query("router.node", ["id", "nextHop", "routerLink", "cost"])
-        reachable = {
+        views[rid] = {
             r["id"]: r
             for r in rows
             if r["id"] != rid and (r["nextHop"] is not None or r["routerLink"] is not None)
         }
+    for rid, reachable in views.items():
         if {peer: r["cost"] for peer, r in reachable.items()} != expected[rid]:
             return None
-        views[rid] = reachable
     return views
 
 
