@@ -33,7 +33,8 @@ FILE_SETTLE_SECONDS = 0.05
 
 
 class FileSource:
-    """The ``--config`` file, looked at from housekeeping at most every FILE_CHECK_SECONDS.
+    """The ``--config`` file, looked at from housekeeping at most every FILE_CHECK_SECONDS
+    (at rest, housekeeping comes once a second: router/core/engine.py).
 
     A look is one stat; the file is read only when its modification time, size or inode
     changed (a ConfigMap volume swaps a symlink; an editor or `routernet up` renames a new file
@@ -55,6 +56,7 @@ class FileSource:
         self.clock = clock  # wall clock, to compare with the file's mtime
         self.router: Router | None = None
         self.next_check = 0.0
+        self.writing = False  # caught being written: looked at again soon
         self.stat: tuple[int, ...] | None = None
         # What was last offered: the text, or why the file could not be read. At start, the
         # text the running configuration came from if the caller read it (router/cli.py);
@@ -80,6 +82,7 @@ class FileSource:
         if now < self.next_check:
             return
         self.next_check = now + self.interval
+        self.writing = False
         try:
             st = os.stat(self.path)
             stat: tuple[int, ...] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
@@ -91,6 +94,7 @@ class FileSource:
             age = self.clock() - stat[0] / 1e9
             if 0 <= age < FILE_SETTLE_SECONDS:
                 self.next_check = now  # being written: look again at the next housekeeping
+                self.writing = True
                 return
         self.stat = stat
         self.check()
@@ -118,6 +122,11 @@ class FileSource:
             if self.wake_fd is not None:
                 router.sel.register(self.wake_fd, selectors.EVENT_READ, ("wakeup-handler", self))
             self._take()
+
+    def busy(self) -> bool:
+        """Whether the next look is due soon: a validation under way, or the file caught
+        being written."""
+        return self.pending is not None or self.writing
 
     def on_wakeup(self) -> None:
         """The validation may be done (router/core/engine.py: the selector's "wakeup-handler")."""

@@ -302,6 +302,9 @@ class ConfigMapSource:
     def poll(self, now: float) -> None:
         pass
 
+    def busy(self) -> bool:
+        return False  # its watcher's thread wakes the loop (router/transport/wakeup.py)
+
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()

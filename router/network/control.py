@@ -119,6 +119,11 @@ class ControlPlane:
             self.ls.send_ra(now)  # after the MAU, so nobody asks for what is on its way
         self.ls.periodic_ra(now, self.in_flux(now))
 
+    def busy(self) -> bool:
+        """Whether a timer shorter than the HELLO interval runs: local address changes wait
+        for their batch (mobileSyncIntervalSeconds)."""
+        return self.mobile.pending()
+
     def in_flux(self, now: float) -> bool:
         """Whether RAs go at the flux interval: for two flux intervals after the topology last
         changed, as Dispatch's node tracker decides (`flux_interval`). Longer, and every router

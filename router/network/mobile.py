@@ -74,10 +74,14 @@ class MobileSync:
     def local(self) -> dict[str, int]:
         return {local_key(key): hint for key, hint in self._current.items()}
 
+    def pending(self) -> bool:
+        """Whether local changes wait for the next batch."""
+        return self._current != self._announced
+
     def tick(self, now: float) -> bool:
         """Sends the pending changes as one differential MAU if the batch interval allows;
         True when it did (the caller then sends an RA carrying the new mobile_seq)."""
-        if self._current == self._announced or now - self._last_batch < self.interval:
+        if not self.pending() or now - self._last_batch < self.interval:
             return False
         add = sorted(k for k, h in self._current.items() if self._announced.get(k) != h)
         delete = sorted(k for k in self._announced if k not in self._current)

@@ -220,6 +220,9 @@ class PodStatusSource:
         self.annotator.start()
         self.poll(0.0)
 
+    def busy(self) -> bool:
+        return False  # its annotations may wait for the next housekeeping, however late
+
     def poll(self, now: float) -> None:
         router, annotator = self.router, self.annotator
         if router is None or annotator is None:

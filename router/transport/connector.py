@@ -337,6 +337,12 @@ class Connectors:
         for connector in self.items:
             connector.poll(now)
 
+    def busy(self) -> bool:
+        """Whether a connector is between attempts or in one: its next step is due soon."""
+        return not self.stopped and any(
+            c.phase in ("waiting", "resolving", "connecting") for c in self.items
+        )
+
     def stop(self) -> None:
         """No more attempts; connections already up are closed by the engine's shutdown."""
         if self.stopped:
