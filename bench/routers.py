@@ -102,8 +102,8 @@ def management(port: int) -> Iterator[Management]:
         m.close()
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Polls `check` until it returns something true; returns that."""
+def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = POLL_S) -> Any:
+    """Polls `check` every `every` seconds until it returns something true; returns that."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -111,7 +111,7 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
             return result
         if time.monotonic() > deadline:
             raise BenchError(f"{what} not within {timeout:.0f} s")
-        time.sleep(POLL_S)
+        time.sleep(every)
 
 
 def shortest_costs(specs: tuple[Spec, ...]) -> dict[str, dict[str, int]]:
@@ -193,6 +193,25 @@ def qdrouterd_config(spec: Spec, port: int, ir_port: int, ports: dict[str, tuple
     return text
 
 
+def router_process(
+    spec: Spec,
+    port: int,
+    ir_port: int,
+    ports: dict[str, tuple[int, int]],
+    log_dir: Path,
+    scenario: str,
+    qdrouterd: bool,
+) -> list[str]:
+    """The command of one of our routers, or of qdrouterd's (its configuration written to
+    `<log_dir>/<scenario>-<id>.conf`)."""
+    if not qdrouterd:
+        return router_command(spec, port, ir_port, ports)
+    assert QDROUTERD_BINARY is not None
+    conf = log_dir / f"{scenario}-{spec.id}.conf"
+    conf.write_text(qdrouterd_config(spec, port, ir_port, ports))
+    return [QDROUTERD_BINARY, "-c", str(conf)]
+
+
 @contextmanager
 def network(
     specs: tuple[Spec, ...],
@@ -227,13 +246,7 @@ def network(
     with ExitStack() as stack:
         for spec in specs:
             port, ir_port = ports[spec.id]
-            if qdrouterd:
-                assert QDROUTERD_BINARY is not None
-                conf = log_dir / f"{scenario}-{spec.id}.conf"
-                conf.write_text(qdrouterd_config(spec, port, ir_port, ports))
-                command = [QDROUTERD_BINARY, "-c", str(conf)]
-            else:
-                command = router_command(spec, port, ir_port, ports)
+            command = router_process(spec, port, ir_port, ports, log_dir, scenario, qdrouterd)
             if telemetry is not None or config is not None:
                 settings: dict[str, Any] = {"router": {"id": spec.id}}
                 settings.update(config(spec.id) if config is not None else {})

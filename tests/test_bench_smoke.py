@@ -123,8 +123,8 @@ def test_the_scale_suites_topologies() -> None:
     ring's chords shorten its paths, and the far end is the farthest router."""
     program = """
 import json
-from bench import scale
 from bench.routers import shortest_costs
+from bench.scale import networks as scale
 out = {}
 for name in ("ring-8", "ring-16", "ring-64", "line-16"):
     specs = scale.topology(name)
@@ -151,14 +151,23 @@ print(json.dumps(out))
 @pytest.mark.timeout(RUN_LIMIT)
 def test_scale_suite_runs_and_renders(tmp_path: Path) -> None:
     output = tmp_path / "scale.json"
-    ran = _bench("--suite", "scale", "--scenarios", "ring-8", "--quick", "--output", str(output))
+    scenarios = "ring-8,addresses-8"
+    ran = _bench("--suite", "scale", "--scenarios", scenarios, "--quick", "--output", str(output))
     assert ran.returncode == 0, ran.stderr
-    ours = json.loads(output.read_text())["scenarios"]["ring-8"]["routernet"]
+    found = json.loads(output.read_text())["scenarios"]
+    ours = found["ring-8"]["routernet"]
     assert (ours["routers"], ours["links"], ours["farthest"]["hops"]) == (8, 9, 2)
     assert ours["converge_s"] > 0 and 0 < ours["first_message_s"] < 30
+    assert ours["reroute"]["killed"] not in ("R00", ours["farthest"]["to"])
+    assert 0 < ours["reroute_s"] < 30
     assert 0 <= ours["cpu_percent_mean"] < 100 and ours["rss_mib_mean"] > 10
     assert ours["sent_bytes_per_s"] > 0  # hellos, every second
     assert "| consumer attach to first message, s |" in ran.stdout
+    many = found["addresses-8"]["routernet"]
+    assert (many["addresses"], many["consumers_on"], many["probe_on"]) == (200, "R00", "R06")
+    assert 0 < many["attach_s"] <= many["routable_s"] < 60
+    assert 0 < many["withdrawn_s"] < 60 and 0 < many["join_learn_s"] < 60
+    assert "| a new router: listening until it has every address, s |" in ran.stdout
 
 
 @pytest.mark.network

@@ -1,6 +1,6 @@
-"""The scale suite: networks of many interior routers, ours beside qdrouterd 1.19's (QDROUTERD)
-in the same run, with the same topology and Dispatch's default timers (hello 1 s, RA 30 s), all
-on loopback, every process stopped (bench/routers.py starts and stops them).
+"""Many routers: networks of 16 to 64 interior routers, ours beside qdrouterd 1.19's
+(QDROUTERD) in the same run, with the same topology and Dispatch's default timers (hello 1 s,
+RA 30 s), all on loopback, every process stopped (bench/routers.py starts and stops them).
 
 A control plane written in Python is where a skeptic expects a router network to fall over
 first, so each scenario times what grows with the number of routers:
@@ -14,6 +14,11 @@ first, so each scenario times what grows with the number of routers:
 - first message: a sender on the first router sends to an address nobody consumes; a receiver
   attaches on the router farthest from it: from the receiver's attach to its first message
   (the address advertised hop by hop, the sender's credit coming back, the message going out);
+- reroute (rings: a line has no other path): a sender on the first router streams to a
+  receiver on the farthest; kill -9 of the router in the middle of their path; from the kill
+  until messages arrive again (the longest silence at the receiver from the kill on): the
+  neighbors seeing the connection gone, the topology flooded, paths and the address's route
+  computed again, the sender's credit flowing over the other way;
 - at rest, SETTLE_S after convergence (past Dispatch's flux window, two raIntervalFluxSeconds
   after the last topology change, when RAs slow to one per raIntervalSeconds), over IDLE_S:
   CPU per router (% of one core), RSS per router, and the bytes all routers together send
@@ -26,17 +31,27 @@ mesh of several paths, as sites are wired); and a line, the longest paths for it
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.clients import PIPES, BenchError, Clients, receiver_args, report, running, sender_args
+from bench.clients import (
+    PIPES,
+    BenchError,
+    Clients,
+    receiver_args,
+    report,
+    running,
+    sender_args,
+    wait_ready,
+)
 from bench.one_router import proc_cpu_seconds, proc_status_mib
-from bench.routers import QDROUTERD_BINARY, Router, Spec, network, shortest_costs
+from bench.routers import Router, Spec, network, shortest_costs
 
 SETTLE_S = 10.0
 IDLE_S = 30.0
@@ -44,6 +59,10 @@ IDLE_S = 30.0
 FIRST_RATE = 1_000.0
 FIRST_TIMEOUT_S = 30.0
 CHORD_EVERY = 8
+REROUTE_RATE = 1_000.0
+REROUTE_BEFORE_S, REROUTE_AFTER_S = 2.0, 8.0
+"""Messages flowing before the kill, and the stream's length after it."""
+REROUTE_TIMEOUT_S = 60.0
 
 SCENARIOS = ("ring-16", "ring-32", "ring-64", "line-16", "line-32")
 EXTRA_SCENARIOS = ("ring-8",)
@@ -130,6 +149,51 @@ def first_message(clients: Clients, sender_at: Router, receiver_at: Router) -> f
     return (got["first_ns"] - got["attach_ns"]) / 1e9
 
 
+def path(views: Mapping[str, Mapping[str, Any]], start: str, end: str) -> list[str]:
+    """The routers from `start` to `end` by each one's next hop, as their tables say (a
+    neighbor's row has no nextHop: it is reached directly)."""
+    hops = [start]
+    while hops[-1] != end:
+        row = views[hops[-1]][end]
+        hops.append(row["nextHop"] or end)
+        if len(hops) > len(views):
+            raise BenchError(f"no loop-free path from {start} to {end} in the routing tables")
+    return hops
+
+
+def reroute(
+    clients: Clients, sender_at: Router, receiver_at: Router, victim: Router, trace: Path
+) -> float:
+    """Seconds from kill -9 of `victim`, on the path from `sender_at` to `receiver_at`, until
+    a stream between them arrives again: the end of the longest silence at the receiver after
+    the kill. Messages the victim held are lost to the receiver (their sender is told)."""
+    address = "scale.reroute"
+    count = int(REROUTE_RATE * (REROUTE_BEFORE_S + REROUTE_AFTER_S))
+    quiet = {**os.environ, "BENCH_RECEIVER_IDLE_MS": str(int(REROUTE_TIMEOUT_S * 1000))}
+    receiving = receiver_args(clients, receiver_at.port, count, trace, address=address)
+    with running(receiving, env=quiet, **PIPES) as receiver:
+        wait_ready(receiver)
+        sending = sender_args(clients, sender_at.port, count, REROUTE_RATE, False, address=address)
+        with running(sending, **PIPES) as sender:
+            time.sleep(REROUTE_BEFORE_S)
+            killed = time.monotonic_ns()
+            victim.proc.kill()
+            victim.proc.wait()
+            report(sender, REROUTE_BEFORE_S + REROUTE_AFTER_S + REROUTE_TIMEOUT_S, "sender")
+        receiver.send_signal(signal.SIGTERM)
+        report(receiver, REROUTE_TIMEOUT_S, "receiver")
+    arrivals = sorted(int(line.split()[2]) for line in trace.read_text().splitlines())
+    after = [t for t in arrivals if t > killed]
+    if not after:
+        raise BenchError("no message arrived after the kill")
+    longest, resumed, previous = 0, after[0], killed
+    for t in after:
+        if t - previous > longest:
+            longest, resumed = t - previous, t
+        previous = t
+    return (resumed - killed) / 1e9
+
+
 def measure(
     clients: Clients, name: str, log_dir: Path, qdrouterd: bool = False, quick: bool = False
 ) -> dict[str, Any]:
@@ -140,13 +204,21 @@ def measure(
     timings: dict[str, float] = {}
     with network(
         specs, log_dir, scenario, qdrouterd=qdrouterd, sequential=True, timings=timings
-    ) as (routers, _views):
+    ) as (routers, views):
         time.sleep(QUICK_SETTLE_S if quick else SETTLE_S)
         rest = at_rest(routers, QUICK_IDLE_S if quick else IDLE_S)
         first_s = first_message(clients, routers[first], routers[last])
         dead = [rid for rid, r in routers.items() if r.proc.poll() is not None]
         if dead:
             raise BenchError(f"routers exited: {', '.join(dead)}")
+        hops = path(views, first, last)
+        victim = hops[len(hops) // 2]
+        rerouted = None
+        if name.startswith("ring") and len(hops) > 2:
+            trace = log_dir / f"{scenario}-reroute.trace.log"
+            rerouted = round(
+                reroute(clients, routers[first], routers[last], routers[victim], trace), 3
+            )
     return {
         "routers": len(specs),
         "links": sum(len(s.connect) for s in specs),
@@ -154,69 +226,34 @@ def measure(
         "start_s": round(timings["listening"] - started, 2),
         "converge_s": round(timings["converged"] - timings["listening"], 2),
         "first_message_s": round(first_s, 3),
+        "reroute": {"killed": victim, "path": hops} if rerouted is not None else "no other path",
+        "reroute_s": rerouted,
         **rest,
     }
 
 
-def run(clients: Clients, chosen: list[str], log_dir: Path, quick: bool = False) -> dict[str, Any]:
-    """Each chosen scenario with our routers, then with qdrouterd's when QDROUTERD is set."""
-    results: dict[str, Any] = {
-        "benchmark": "scale",
-        "config": {
-            "settle_s": QUICK_SETTLE_S if quick else SETTLE_S,
-            "idle_s": QUICK_IDLE_S if quick else IDLE_S,
-            "first_message": {"sender_msgs_per_s": FIRST_RATE, "address": "scale.first"},
-            "timers": "defaults of both: helloInterval 1 s, raInterval 30 s",
-            "ring": f"router i dials i+1; a chord i -> i+n/2 every {CHORD_EVERY} routers",
+def config(quick: bool) -> dict[str, Any]:
+    return {
+        "settle_s": QUICK_SETTLE_S if quick else SETTLE_S,
+        "idle_s": QUICK_IDLE_S if quick else IDLE_S,
+        "first_message": {"sender_msgs_per_s": FIRST_RATE, "address": "scale.first"},
+        "reroute": {
+            "sender_msgs_per_s": REROUTE_RATE,
+            "before_kill_s": REROUTE_BEFORE_S,
+            "after_kill_s": REROUTE_AFTER_S,
+            "killed": "the router in the middle of the path from the first to the farthest",
         },
-        "comparison": {"qdrouterd": QDROUTERD_BINARY},
-        "scenarios": {},
+        "timers": "defaults of both: helloInterval 1 s, raInterval 30 s",
+        "ring": f"router i dials i+1; a chord i -> i+n/2 every {CHORD_EVERY} routers",
     }
-    for name in chosen:
-        outcome: dict[str, Any] = {}
-        for impl, qd in (("routernet", False), ("qdrouterd", True)):
-            if qd and QDROUTERD_BINARY is None:
-                outcome[impl] = {"skipped": "QDROUTERD is not set"}
-                continue
-            print(f"bench: scale {name} ({impl}) ...", file=sys.stderr, flush=True)
-            try:
-                outcome[impl] = measure(clients, name, log_dir, qdrouterd=qd, quick=quick)
-            except BenchError as e:
-                outcome[impl] = {"error": str(e)}
-            print(f"bench: scale {name} ({impl}): {outcome[impl]}", file=sys.stderr, flush=True)
-        errors = [f"{impl}: {o['error']}" for impl, o in outcome.items() if "error" in o]
-        if errors:
-            outcome["error"] = "; ".join(errors)
-        results["scenarios"][name] = outcome
-    return results
 
 
 ROWS = (
     ("start_s", "routers started one by one until the last listens, s", 2),
     ("converge_s", "from then until every router has every other, s", 2),
     ("first_message_s", "consumer attach to first message, s", 3),
+    ("reroute_s", "kill -9 of a router on the path until messages arrive again, s", 3),
     ("cpu_percent_mean", "CPU at rest per router, % of a core (mean)", 2),
     ("rss_mib_mean", "RSS at rest per router, MiB (mean)", 1),
     ("sent_bytes_per_s", "bytes sent per second, all routers, at rest", 0),
 )
-
-
-def markdown(results: dict[str, Any]) -> str:
-    """One table per scenario: ours and qdrouterd's column."""
-    out = []
-    for name, outcome in results["scenarios"].items():
-        ours, theirs = outcome.get("routernet", {}), outcome.get("qdrouterd", {})
-        size = ours.get("routers") or theirs.get("routers") or "?"
-        out.append(f"**{name}** ({size} routers)\n")
-        out.append("| | routernet | qdrouterd |\n|---|---:|---:|")
-        for key, label, digits in ROWS:
-            cells = []
-            for side in (ours, theirs):
-                value = side.get(key)
-                if value is None:
-                    cells.append(side.get("error", side.get("skipped", "-"))[:60])
-                else:
-                    cells.append(f"{value:,.{digits}f}")
-            out.append(f"| {label} | {cells[0]} | {cells[1]} |")
-        out.append("")
-    return "\n".join(out)
