@@ -408,8 +408,11 @@ class _Wire:
     def topology_changed(self, routes: Routes) -> None:
         self.peer.routes = routes
 
-    def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
-        self.peer.mobile[router_id] = dict(addresses)
+    def mobile_changed(self, router_id: str, added: dict[str, int], removed: list[str]) -> None:
+        held = self.peer.mobile.setdefault(router_id, {})
+        held.update(added)
+        for key in removed:
+            held.pop(key, None)
 
     def duplicate_router(self, router_id: str, detail: str) -> None:
         self.peer.errors.append(f"duplicate {router_id}: {detail}")

@@ -54,7 +54,7 @@ class Engine:
         self.routes = Routes.empty()
         self.topology_changes = 0
         self.mobile: dict[str, dict[str, int]] = {}
-        self.mobile_calls: list[tuple[float, str, dict[str, int]]] = []
+        self.mobile_calls: list[tuple[float, str, dict[str, int], list[str]]] = []
         self.duplicates: list[tuple[str, str]] = []
 
     def send_hello(self, link: Hashable, body: dict[str, Any]) -> None:
@@ -70,12 +70,14 @@ class Engine:
         self.routes = routes
         self.topology_changes += 1
 
-    def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
-        self.mobile_calls.append((self.net.now, router_id, dict(addresses)))
-        if addresses:
-            self.mobile[router_id] = dict(addresses)
-        else:
-            self.mobile.pop(router_id, None)
+    def mobile_changed(self, router_id: str, added: dict[str, int], removed: list[str]) -> None:
+        self.mobile_calls.append((self.net.now, router_id, dict(added), list(removed)))
+        held = self.mobile.setdefault(router_id, {})
+        held.update(added)
+        for key in removed:
+            held.pop(key, None)
+        if not held:
+            del self.mobile[router_id]
 
     def duplicate_router(self, router_id: str, detail: str) -> None:
         self.duplicates.append((router_id, detail))

@@ -21,7 +21,7 @@ class Wire:
     def __init__(self) -> None:
         self.hellos: list[tuple[Hashable, Hello]] = []
         self.sent: list[tuple[str, Any]] = []
-        self.published: list[tuple[str, dict[str, int]]] = []
+        self.published: list[tuple[str, dict[str, int], list[str]]] = []
 
     def send_hello(self, link: Hashable, body: dict[str, Any]) -> None:
         msg = from_body("HELLO", body)
@@ -31,8 +31,8 @@ class Wire:
     def send(self, address: str, opcode: str, body: dict[str, Any]) -> None:
         self.sent.append((address, from_body(opcode, body)))
 
-    def publish(self, router_id: str, addresses: dict[str, int]) -> None:
-        self.published.append((router_id, addresses))
+    def publish(self, router_id: str, added: dict[str, int], removed: list[str]) -> None:
+        self.published.append((router_id, added, removed))
 
 
 def hello_protocol() -> tuple[HelloProtocol, Wire]:
@@ -171,7 +171,7 @@ def test_remote_updates_apply_in_sequence_or_trigger_mar() -> None:
     mobile, wire = mobile_sync()
     mobile.set_reachable({"B"})
     mobile.on_update(MobileAddressUpdate("B", 1, ("M0x",), (), (2,)))
-    assert wire.published == [("B", {"M0x": 2})]
+    assert wire.published == [("B", {"M0x": 2}, [])]
     mobile.on_update(MobileAddressUpdate("B", 1, ("M0x",), (), (2,)))  # duplicate: ignored
     mobile.on_update(MobileAddressUpdate("B", 3, ("M0z",), (), (2,)))  # missed seq 2
     assert mobile.addresses("B") == {"M0x": 2}
@@ -181,9 +181,10 @@ def test_remote_updates_apply_in_sequence_or_trigger_mar() -> None:
     assert len(wire.sent) == 1
     mobile.on_update(MobileAddressSnapshot("B", 3, ("M0y", "M0z"), (3, 2)))
     assert mobile.addresses("B") == {"M0y": 3, "M0z": 2}
+    assert wire.published[-1] == ("B", {"M0y": 3, "M0z": 2}, ["M0x"])  # what it changed
     mobile.on_update(MobileAddressSnapshot("B", 2, ("M0old",), (3,)))  # overtaken: ignored
     mobile.on_update(MobileAddressUpdate("B", 4, (), ("M0y",), ()))
-    assert wire.published[-1] == ("B", {"M0z": 2})
+    assert wire.published[-1] == ("B", {}, ["M0y"])  # a change, not the whole set
     mobile.request(9.0)
     assert len(wire.sent) == 1
 
@@ -202,7 +203,7 @@ def test_edge_spaces_travel_as_dispatchs_edge_summaries() -> None:
     assert wire.sent[-1][1] == MobileAddressUpdate("A", 2, (), ("HE",), ())
     mobile.set_reachable({"B"})
     mobile.on_update(MobileAddressUpdate("B", 1, ("HQE", "M0q"), (), (2, 2)))
-    assert wire.published[-1] == ("B", {"M0_edge/QE": 2, "M0q": 2})
+    assert wire.published[-1] == ("B", {"M0_edge/QE": 2, "M0q": 2}, [])
     assert mobile.addresses("B") == {"M0_edge/QE": 2, "M0q": 2}
 
 
@@ -211,7 +212,7 @@ def test_unreachable_routers_addresses_are_withdrawn_and_refetched() -> None:
     mobile.set_reachable({"B"})
     mobile.on_update(MobileAddressUpdate("B", 1, ("M0x",), (), (2,)))
     mobile.set_reachable(set())
-    assert wire.published[-1] == ("B", {})
+    assert wire.published[-1] == ("B", {}, ["M0x"])
     mobile.on_update(MobileAddressUpdate("B", 2, ("M0y",), (), (2,)))  # no route back: wait
     mobile.request(1.0)
     assert wire.sent == []
@@ -226,6 +227,6 @@ def test_restarted_router_is_forgotten() -> None:
     mobile.advertised("B", 9)
     mobile.on_update(MobileAddressSnapshot("B", 9, ("M0x",), (2,)))
     mobile.forget("B")
-    assert wire.published[-1] == ("B", {})
+    assert wire.published[-1] == ("B", {}, ["M0x"])
     mobile.on_update(MobileAddressUpdate("B", 1, ("M0new",), (), (2,)))  # the new instance
     assert mobile.addresses("B") == {"M0new": 2}

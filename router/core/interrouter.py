@@ -39,6 +39,8 @@ CONTROL = symbol("qd.router")
 DATA = symbol("qd.router-data")
 PRIORITIES = 10
 HELLO_ADDRESS = "amqp:/_local/qdhello"
+# The key classes of containers and link routes (router/addressing/dispatch.py).
+ROUTE_CLASSES = ("C", "D", "E", "F")
 
 
 class Neighbor:
@@ -68,6 +70,8 @@ class Network:
         self.routes = Routes.empty()
         self.ids: dict[Connection, str] = {}
         self.silent: list[Connection] = []
+        # Each router's container and link-route keys, as the container table last had them.
+        self.route_keys: dict[str, set[str]] = {}
         self.control = ControlPlane(router.id, instance, self, timers, now)
 
     # ----- engine hooks --------------------------------------------------------------------
@@ -252,16 +256,26 @@ class Network:
         self.router.fwd.routes_changed()
         log.info("network.topology", routers=sorted(routes.cost), radius=routes.radius)
 
-    def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
-        """A router's advertised keys: mobile addresses (`M`) go to the forwarder, containers
-        and link routes (`C`/`D`/`E`/`F`) to the container table and the link router; other
-        classes are not routed by key."""
-        log.debug("network.addresses", router=router_id, count=len(addresses))
-        mobile = {key: hint for key, hint in addresses.items() if key[:1] == "M"}
-        self.router.fwd.remote_addresses(router_id, mobile)
-        routes = {key for key in addresses if key[:1] in ("C", "D", "E", "F")}
+    def mobile_changed(self, router_id: str, added: dict[str, int], removed: list[str]) -> None:
+        """What changed in a router's advertised keys: mobile addresses (`M`) go to the
+        forwarder, containers and link routes (`C`/`D`/`E`/`F`, a few) to the container table
+        and the link router, whole; other classes are not routed by key."""
+        log.debug("network.addresses", router=router_id, added=len(added), removed=len(removed))
+        self.router.fwd.remote_address_changes(
+            router_id,
+            {key: hint for key, hint in added.items() if key[:1] == "M"},
+            [key for key in removed if key[:1] == "M"],
+        )
+        held = self.route_keys.get(router_id, set())
+        routes = (held | {k for k in added if k[:1] in ROUTE_CLASSES}) - set(removed)
+        if routes == held:
+            return
+        if routes:
+            self.route_keys[router_id] = routes
+        else:
+            self.route_keys.pop(router_id, None)
         # Containers travel as link-route keys too (router/containers/table.py).
-        routes = self.router.containers.remote_keys(router_id, routes)
+        routes = self.router.containers.remote_keys(router_id, set(routes))
         self.router.linkrouter.remote_routes(router_id, routes)
 
     def duplicate_router(self, router_id: str, detail: str) -> None:

@@ -611,25 +611,27 @@ class Forwarder:
             if (entry.remote or entry.key[0] == "R") and self.reachable(entry):
                 self.became_reachable(entry)
 
-    def remote_addresses(self, router_id: str, addresses: dict[str, int]) -> None:
-        """Another router's full set of mobile addresses (empty when it is gone)."""
+    def remote_address_changes(
+        self, router_id: str, added: dict[str, int], removed: list[str]
+    ) -> None:
+        """What changed in another router's mobile addresses: added (or with a new hint), and
+        gone (all of them when the router is)."""
         self.epoch += 1
-        before = self.remote_keys.get(router_id, set())
-        after = set(addresses)
-        for key in before - after:
+        keys = self.remote_keys.setdefault(router_id, set())
+        for key in removed:
+            keys.discard(key)
             entry = self.entries.get(key)
             if entry is not None:
                 entry.remote.pop(router_id, None)
                 self.forget_if_idle(entry)
-        for key in after:
+        for key, hint in added.items():
             entry = self.entry_for_key(key)
-            entry.remote[router_id] = addresses[key]
-            if key not in before:
+            entry.remote[router_id] = hint
+            if key not in keys:
+                keys.add(key)
                 self.became_reachable(entry)
-        if after:
-            self.remote_keys[router_id] = after
-        else:
-            self.remote_keys.pop(router_id, None)
+        if not keys:
+            del self.remote_keys[router_id]
 
     def undeliverable(
         self,

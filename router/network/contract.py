@@ -83,9 +83,11 @@ class Container(Protocol):
     def topology_changed(self, routes: Routes) -> None:
         """The routing table changed; replace the previous one."""
 
-    def mobile_changed(self, router_id: str, addresses: dict[str, int]) -> None:
-        """The full set of router_id's mobile addresses (hash key -> treatment hint; -1 when
-        the sender gave no hint) after any change; `{}` when they are gone."""
+    def mobile_changed(self, router_id: str, added: dict[str, int], removed: list[str]) -> None:
+        """What changed in router_id's mobile addresses: keys added or whose treatment hint
+        changed (hash key -> hint; -1 when the sender gave no hint), and keys gone (all of
+        them when the router is). Changes, not the whole set: a router with 10,000 addresses
+        sends them a few hundred at a time, and each batch costs what it holds."""
 
     def duplicate_router(self, router_id: str, detail: str) -> None:
         """Another router uses our id: routing is unreliable until it is fixed; log loudly."""

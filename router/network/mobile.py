@@ -36,7 +36,7 @@ EDGE_SPACE = "M0_edge/"  # our key for an edge's space, followed by the edge's i
 EDGE_SUMMARY = "H"  # Dispatch's
 
 Send = Callable[[str, str, dict], None]
-Publish = Callable[[str, dict[str, int]], None]
+Publish = Callable[[str, dict[str, int], list[str]], None]
 
 
 @dataclass
@@ -133,11 +133,14 @@ class MobileSync:
             return
         if mau.mobile_seq != remote.seq + 1:
             return  # stale, or we missed one: `wanted` is ahead, so request() sends a MAR
-        addresses = dict(remote.addresses)
-        addresses.update(mau.added())
-        for key in mau.delete:
-            addresses.pop(key, None)
-        self._store(mau.id, remote, mau.mobile_seq, addresses)
+        held = remote.addresses
+        added = {k: h for k, h in mau.added().items() if held.get(k) != h}
+        held.update(added)
+        removed = [k for k in mau.delete if held.pop(k, None) is not None]
+        for key in removed:
+            added.pop(key, None)
+        self._seen(remote, mau.mobile_seq)
+        self._changed(mau.id, added, removed)
 
     def request(self, now: float) -> None:
         """MAR to every reachable router whose addresses we hold an old copy of (or none)."""
@@ -165,16 +168,28 @@ class MobileSync:
     def forget(self, router_id: str) -> None:
         """The router restarted (or is gone): nothing we hold about it is valid any more."""
         remote = self._remote.pop(router_id, None)
-        if remote is not None and remote.addresses:
-            self._publish(router_id, {})
+        if remote is not None:
+            self._changed(router_id, {}, list(remote.addresses))
 
     def _store(self, rid: str, remote: _Remote, seq: int, addresses: dict[str, int]) -> None:
+        """A whole set in place of what we held (a snapshot, or none when unreachable)."""
+        held = remote.addresses
+        added = {k: h for k, h in addresses.items() if held.get(k) != h}
+        removed = [k for k in held if k not in addresses]
+        remote.addresses = addresses
+        self._seen(remote, seq)
+        self._changed(rid, added, removed)
+
+    def _seen(self, remote: _Remote, seq: int) -> None:
         remote.seq = seq
         if seq >= remote.wanted:
             remote.asked_at = None
-        if addresses != remote.addresses:
-            remote.addresses = addresses
-            self._publish(rid, {local_key(key): hint for key, hint in addresses.items()})
+
+    def _changed(self, rid: str, added: dict[str, int], removed: list[str]) -> None:
+        if added or removed:
+            self._publish(
+                rid, {local_key(k): h for k, h in added.items()}, [local_key(k) for k in removed]
+            )
 
 
 def wire_key(key: str) -> str:
