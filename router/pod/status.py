@@ -221,7 +221,7 @@ class PodStatusSource:
         self.poll(0.0)
 
     def busy(self) -> bool:
-        return False  # its annotations may wait for the next housekeeping, however late
+        return False  # its annotations can wait for the next housekeeping, a second at most
 
     def poll(self, now: float) -> None:
         router, annotator = self.router, self.annotator
