@@ -58,6 +58,8 @@ def said(proc: subprocess.Popen[str], event: str, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = _readline(proc.stdout, deadline - time.monotonic())
+        if line is None:
+            continue  # nothing yet: the deadline decides
         if not line:
             raise BenchError(f"address client exited (code {proc.wait()}) before {event!r}")
         told = json.loads(line)
@@ -66,11 +68,12 @@ def said(proc: subprocess.Popen[str], event: str, timeout: float) -> int:
     raise BenchError(f"address client did not say {event!r} within {timeout:.0f} s")
 
 
-def _readline(stream: IO[str], timeout: float) -> str:
+def _readline(stream: IO[str], timeout: float) -> str | None:
+    """The next line ("" at the end), or None if none came within `timeout`."""
     with selectors.DefaultSelector() as sel:
         sel.register(stream, selectors.EVENT_READ)
         if not sel.select(max(0.0, timeout)):
-            return "-"  # not a line yet: the caller's deadline decides
+            return None
     return stream.readline()
 
 
