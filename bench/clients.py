@@ -231,6 +231,16 @@ def sender_args(
     ]
 
 
+def read_trace(path: Path) -> list[tuple[int, int, int]]:
+    """A receiver's trace (`receiver_args`): (seq, sent_ns, received_ns) per message, in
+    arrival order."""
+    records = []
+    for line in path.read_text().splitlines():
+        seq, sent, got = line.split()
+        records.append((int(seq), int(sent), int(got)))
+    return records
+
+
 def wait_ready(receiver: subprocess.Popen[str], timeout: float = 30) -> str:
     """Waits for the receiver's "ready" line; returns what follows it (its port, or "-")."""
     assert receiver.stdout is not None and receiver.stderr is not None

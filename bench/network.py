@@ -52,6 +52,7 @@ from bench.clients import (
     BenchError,
     Clients,
     Transfer,
+    read_trace,
     receiver_args,
     report,
     running,
@@ -304,15 +305,6 @@ def run_telemetry_overhead(clients: Clients, log_dir: Path) -> dict[str, Any]:
 # ----- reroute after a router loss -----------------------------------------------------------
 
 
-def _read_trace(path: Path) -> list[tuple[int, int, int]]:
-    """(seq, sent_ns, received_ns) per message, in arrival order."""
-    records = []
-    for line in path.read_text().splitlines():
-        seq, sent, got = line.split()
-        records.append((int(seq), int(sent), int(got)))
-    return records
-
-
 @dataclass(frozen=True, slots=True)
 class Failure:
     """How B fails in a reroute scenario, and how long C is watched afterwards."""
@@ -362,7 +354,7 @@ def reroute_once(clients: Clients, log_dir: Path, failure: Failure, run: int) ->
             # Everything the sender saw accepted has reached the receiver by now.
             receiver.send_signal(signal.SIGTERM)
             received = report(receiver, 10, "receiver")
-        records = _read_trace(trace)
+        records = read_trace(trace)
     before = [r for r in records if r[2] < failed_ns]
     if not before:
         raise BenchError("no message reached C before B failed: the flow had not started")

@@ -44,6 +44,7 @@ from bench.clients import (
     PIPES,
     BenchError,
     Clients,
+    read_trace,
     receiver_args,
     report,
     running,
@@ -182,8 +183,7 @@ def reroute(
             report(sender, REROUTE_BEFORE_S + REROUTE_AFTER_S + REROUTE_TIMEOUT_S, "sender")
         receiver.send_signal(signal.SIGTERM)
         report(receiver, REROUTE_TIMEOUT_S, "receiver")
-    arrivals = sorted(int(line.split()[2]) for line in trace.read_text().splitlines())
-    after = [t for t in arrivals if t > killed]
+    after = [got for _seq, _sent, got in read_trace(trace) if got > killed]
     if not after:
         raise BenchError("no message arrived after the kill")
     longest, resumed, previous = 0, after[0], killed
