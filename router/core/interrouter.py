@@ -215,8 +215,18 @@ class Network:
             return
         target = topo_router(to)
         if target == "all":
+            relayed = self.relayed(data)
+            if relayed is None:
+                return
+            out, exclude, hops = relayed
+            if hops > self.routes.radius + 1:
+                # A flood copy follows every loop-free path; one longer than the radius (+1 for
+                # a radius that is still growing) is a duplicate a shorter path already brought.
+                # Dropped, as Dispatch drops it: relayed, the copies grow with every chord.
+                log.debug("control.long_path", opcode=opcode, hops=hops)
+                return
             self.receive(link.conn, opcode, msg.body, now)
-            self.flood(data)
+            self.flood(out, exclude)
         elif target == self.me or target is None:
             self.receive(link.conn, opcode, msg.body, now)
         else:
@@ -239,7 +249,9 @@ class Network:
         data = self.message(address, opcode, body)
         target = topo_router(address)
         if target == "all":
-            self.flood(data)
+            relayed = self.relayed(data)
+            if relayed is not None:
+                self.flood(relayed[0], relayed[1])
         elif target is not None:
             self.forward(data, target)
 
@@ -287,12 +299,8 @@ class Network:
         msg = ProtonMessage(address=address, properties={"opcode": opcode}, body=body)
         return bytes(msg.encode())
 
-    def flood(self, data: bytes | bytearray) -> None:
-        """Send to every neighbor not already in the message's trace, adding ourselves to it."""
-        relayed = self.relayed(data)
-        if relayed is None:
-            return
-        out, exclude = relayed
+    def flood(self, out: bytes, exclude: frozenset[str]) -> None:
+        """To every neighbor not among the routers `exclude` (the message's trace)."""
         for neighbor in self.neighbors.values():
             rid = self.ids.get(neighbor.conn)
             if neighbor.control_out is not None and (rid is None or rid not in exclude):
@@ -306,9 +314,10 @@ class Network:
             return
         self.emit(neighbor.control_out, relayed[0])
 
-    def relayed(self, data: bytes | bytearray) -> tuple[bytes, frozenset[str]] | None:
+    def relayed(self, data: bytes | bytearray) -> tuple[bytes, frozenset[str], int] | None:
         """The message as it leaves this router (ingress set if absent, this router appended to
-        the trace, every other byte as it came) and the routers already in its trace; None, and
+        the trace, every other byte as it came), the routers already in its trace and the hops
+        it has come (the trace's length); None, and
         a log line, if its annotations do not parse. A trace that is not a list reads as none,
         as on the data path."""
         try:
@@ -326,7 +335,7 @@ class Network:
         except MessageFormatError as e:
             log.warning("control.malformed", error=str(e))
             return None
-        return out, ann.routers
+        return out, ann.routers, len(ann.trace or ())
 
     def emit(self, link: Link, data: bytes) -> None:
         self.router.send_control(link, data)
