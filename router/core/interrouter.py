@@ -317,9 +317,8 @@ class Network:
     def relayed(self, data: bytes | bytearray) -> tuple[bytes, frozenset[str], int] | None:
         """The message as it leaves this router (ingress set if absent, this router appended to
         the trace, every other byte as it came), the routers already in its trace and the hops
-        it has come (the trace's length); None, and
-        a log line, if its annotations do not parse. A trace that is not a list reads as none,
-        as on the data path."""
+        it has come (the trace's length); None, and a log line, if its annotations do not
+        parse. A trace that is not a list reads as none, as on the data path."""
         try:
             s = scan(data)
             ann = read_annotations(data, s)
